@@ -1,0 +1,44 @@
+"""skelpy: algorithmic skeletons for OpenCL, with an embedded autotuner.
+
+Write a small Python function (the *muscle*), hand it to a skeleton, and call the skeleton on
+lazy :class:`Vector`/:class:`Matrix` containers; skelpy generates, compiles, tunes and
+launches the OpenCL kernel. See the README for a tour.
+"""
+
+from __future__ import annotations
+
+from .containers import IndexMatrix, IndexVector, Matrix, Vector
+from .errors import (
+    BuildError,
+    DeviceError,
+    DTypeError,
+    LaunchError,
+    ParameterError,
+    RefusedParameters,
+    ShapeError,
+    SkelpyError,
+    TranslationError,
+)
+from .runtime import Device, current_device, devices, use
+from .skeletons import (
+    AllPairs,
+    Map,
+    MapReduce,
+    Reduce,
+    Scan,
+    Shape,
+    Stencil,
+    StencilSequence,
+    Zip,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Vector", "Matrix", "IndexVector", "IndexMatrix",
+    "Map", "Zip", "Reduce", "MapReduce", "Scan", "AllPairs",
+    "Stencil", "StencilSequence", "Shape",
+    "devices", "use", "current_device", "Device",
+    "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
+    "DTypeError", "DeviceError", "ParameterError", "RefusedParameters",
+]

@@ -1,0 +1,65 @@
+"""The exception hierarchy.
+
+Every misuse surfaces as a :class:`SkelpyError` subclass, and the message names the muscle
+(function name and ``file:line``) so that the user can find the offending code quickly.
+Subclasses also derive from the matching builtin (``TypeError``/``ValueError``) where that
+helps code that already catches those.
+"""
+
+from __future__ import annotations
+
+
+class SkelpyError(Exception):
+    """Base class of every error skelpy raises on purpose."""
+
+
+class TranslationError(SkelpyError):
+    """A Python muscle uses a construct the translator cannot turn into OpenCL C."""
+
+    def __init__(self, message: str, *, origin: str | None = None, construct: str | None = None):
+        self.origin = origin
+        self.construct = construct
+        super().__init__(f"{origin}: {message}" if origin else message)
+
+
+class BuildError(SkelpyError):
+    """The OpenCL compiler rejected generated source; carries the numbered source and log."""
+
+    def __init__(self, message: str, *, source: str = "", log: str = "", options: str = ""):
+        self.source = source
+        self.log = log
+        self.options = options
+        numbered = "\n".join(f"{i + 1:5d} | {line}" for i, line in enumerate(source.splitlines()))
+        super().__init__(
+            f"{message}\n--- build options ---\n{options}\n--- build log ---\n{log.strip()}\n"
+            f"--- generated source ---\n{numbered}"
+        )
+
+
+class LaunchError(SkelpyError):
+    """A kernel launch failed for a reason other than a refused launch parameter."""
+
+
+class ShapeError(SkelpyError, ValueError):
+    """Containers of incompatible shapes, or a stencil access outside its declared shape."""
+
+
+class DTypeError(SkelpyError, TypeError):
+    """An unsupported dtype or argument type."""
+
+
+class DeviceError(SkelpyError):
+    """No usable OpenCL device, or the device lacks a needed capability (such as fp64)."""
+
+
+class ParameterError(SkelpyError, ValueError):
+    """Launch parameters that are malformed or illegal for this device and kernel."""
+
+
+class RefusedParameters(LaunchError):
+    """The runtime refused a launch because of its parameters (work-group size, resources)."""
+
+    def __init__(self, message: str, *, params: dict | None = None, code: int | None = None):
+        self.params = params
+        self.code = code
+        super().__init__(message)

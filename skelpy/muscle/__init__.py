@@ -1,0 +1,35 @@
+"""Muscle functions: user code (a Python subset, or OpenCL C) translated to typed OpenCL C.
+
+``Muscle(fn)`` parses once (and is cached per function); ``Muscle.specialise(kinds,
+out_dtype, c_name)`` gives a :class:`TypedMuscle`: C source, C parameter list, NumPy result
+dtype, the dtypes the caller passes for scalars, static features for the tuner and, for
+stencils, the accessor offsets read.
+
+Semantics follow NumPy 2 (NEP 50) on NumPy scalars; where they cannot, or where we chose
+speed or simplicity, the translator does the following (by design, not by accident):
+
+- Weak (Python) values take the type of the strong value their expression finally meets:
+  in ``x * (a + 1.0)`` with float32 ``x`` and a Python float ``a``, ``a + 1.0`` is computed in
+  float32 (NumPy would compute it in double, then round).  A weak value that meets only weak
+  values is float64/int64/bool.  Python ints are computed in 64 bits.
+- Locals have one type for the whole body: the promotion of everything assigned to them.
+- ``a and b`` / ``a or b`` give a bool (not one of the operands).
+- ``math.*`` on NumPy values follows the NumPy ufunc's dtype rule (``math.sqrt(float32)`` is
+  float32, ``math.floor(float32)`` is float32); on Python values it stays Python (weak).
+  NumPy results of float16 (e.g. ``np.sqrt(int8)``) are computed in float32.
+- Integer ``//``, ``%`` and ``np.fmod`` by zero give 0 (NumPy's value), also for Python ints;
+  ``int ** negative int`` at run time gives 1/x truncated (a constant one is an error, as in
+  NumPy); a weak int converted to a narrower dtype at run time wraps (NumPy would raise).
+- Accessor indices are offsets: ``nb[-1, 0]`` is the neighbour above, never Python's
+  "last element" (no negative-index wrapping, no bounds checks).  Captured tuples/arrays do
+  wrap negative indices; out-of-range indices are not checked at run time.
+- Float-to-int conversion of NaN/out-of-range values is what the device does (as in C).
+  The OpenCL compiler may contract ``a * b + c`` into an fma (OpenCL's default).
+- Captured globals and closure values are read when the muscle is first translated.
+"""
+
+from .params import Accessor, IndexPoint, Scalar, global_array, scalar_arguments
+from .translator import Muscle, TypedMuscle
+
+__all__ = ["Accessor", "IndexPoint", "Muscle", "Scalar", "TypedMuscle", "global_array",
+           "scalar_arguments"]

@@ -1,0 +1,225 @@
+"""Finding the AST of a Python muscle: functions, and lambdas anywhere on a line.
+
+We parse the whole source file (cached) rather than ``inspect.getsource``'s fragment, because a
+lambda is usually in the middle of an expression (``sk.Map(lambda x: x * x)``) and several
+lambdas may share a line.  The lambda is identified by its line, its parameter names and the
+source positions of its bytecode (``co_positions``), which lie inside exactly one lambda body.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import inspect
+import linecache
+import os
+import textwrap
+import types
+from dataclasses import dataclass, field
+
+from ..errors import TranslationError
+
+_PARSED: dict[tuple[str, str], ast.Module] = {}
+
+
+def short_path(filename: str) -> str:
+    """``filename`` relative to the working directory when it lies below it."""
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return filename
+    return filename if rel.startswith("..") else rel
+
+
+def _parse_file(filename: str, lines: list[str]) -> ast.Module | None:
+    text = "".join(lines)
+    key = (filename, hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest())
+    tree = _PARSED.get(key)
+    if tree is None:
+        try:
+            tree = ast.parse(text, filename)
+        except SyntaxError:
+            return None
+        if len(_PARSED) > 64:
+            _PARSED.clear()
+        _PARSED[key] = tree
+    return tree
+
+
+def _arg_names(node: ast.Lambda | ast.FunctionDef) -> list[str]:
+    a = node.args
+    return [x.arg for x in a.posonlyargs + a.args]
+
+
+def _span(node: ast.AST) -> tuple[tuple[int, int], tuple[int, int]]:
+    return ((node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset))
+
+
+def _positions(code: types.CodeType) -> list[tuple[int, int, int, int]]:
+    out = []
+    for p in getattr(code, "co_positions", lambda: [])():
+        if None in p:
+            continue
+        line, end_line, col, end_col = p
+        if (line, col) == (end_line, end_col):
+            continue  # zero-width bookkeeping instructions (RESUME)
+        out.append(p)
+    return out
+
+
+def _find_lambda(tree: ast.Module, code: types.CodeType) -> ast.Lambda | None:
+    names = list(code.co_varnames[: code.co_argcount])
+    cands = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+             and n.lineno == code.co_firstlineno and _arg_names(n) == names]
+    if len(cands) <= 1:
+        return cands[0] if cands else None
+    pos = _positions(code)
+
+    def contains(n: ast.Lambda) -> bool:
+        (l0, c0), (l1, c1) = _span(n.body)
+        return all((l0, c0) <= (a, c) and (b, d) <= (l1, c1) for a, b, c, d in pos)
+
+    inside = [n for n in cands if contains(n)]
+    if pos and inside:
+        # the innermost lambda whose body holds every instruction position is the one
+        return min(inside, key=lambda n: (n.end_lineno - n.lineno, n.end_col_offset - n.col_offset))
+    # last resort: compile each candidate and compare bytecode
+    same = []
+    for n in cands:
+        try:
+            c = compile(ast.Expression(n), "<lambda>", "eval").co_consts
+        except Exception:  # pragma: no cover - defensive
+            continue
+        inner = [k for k in c if isinstance(k, types.CodeType)]
+        if inner and inner[0].co_code == code.co_code:
+            same.append(n)
+    return same[0] if len(same) == 1 else None
+
+
+def _find_def(tree: ast.Module, code: types.CodeType) -> ast.FunctionDef | None:
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == code.co_name:
+            first = min([n.lineno] + [d.lineno for d in n.decorator_list])
+            if code.co_firstlineno in (first, n.lineno):
+                return n
+    return None
+
+
+@dataclass
+class PyFunction:
+    """A Python function with its parsed AST and the namespaces its names resolve in.
+
+    It holds the code object and globals, not the function itself, so that caching a muscle
+    per function (weakly keyed) does not keep the function alive."""
+
+    code: types.CodeType
+    globals: dict
+    node: ast.FunctionDef | ast.Lambda
+    name: str
+    filename: str
+    firstline: int
+    param_names: list[str]
+    body: list[ast.stmt]
+    closure: dict[str, object] = field(default_factory=dict)
+
+    def where(self, node: ast.AST | None = None) -> str:
+        line = getattr(node, "lineno", None) or self.firstline
+        return f"{short_path(self.filename)}:{line} ({self.name})"
+
+    @property
+    def origin(self) -> str:
+        return self.where(None)
+
+    def error(self, node: ast.AST | None, message: str, construct: str | None = None):
+        return TranslationError(message, origin=self.where(node), construct=construct)
+
+    def lookup(self, name: str):
+        """The object a free name refers to (closure, then globals, then builtins)."""
+        if name in self.closure:
+            return self.closure[name]
+        g = self.globals
+        if name in g:
+            return g[name]
+        b = g.get("__builtins__", builtins)
+        b = b if isinstance(b, dict) else vars(b)
+        if name in b:
+            return b[name]
+        return _MISSING
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+MISSING = _MISSING
+
+
+def parse_function(fn) -> PyFunction:
+    """Parse ``fn``'s source into a :class:`PyFunction`; TranslationError when impossible."""
+    if not isinstance(fn, types.FunctionType):
+        raise TranslationError(
+            f"a muscle must be a Python function or OpenCL C source, not {type(fn).__name__}")
+    code = fn.__code__
+    name = code.co_name
+    origin = f"{short_path(code.co_filename)}:{code.co_firstlineno} ({name})"
+    if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        raise TranslationError("*args/**kwargs parameters are not supported in a muscle",
+                               origin=origin, construct="varargs")
+    if code.co_kwonlyargcount:
+        raise TranslationError("keyword-only parameters are not supported in a muscle",
+                               origin=origin, construct="keyword-only parameter")
+    if fn.__defaults__ or fn.__kwdefaults__:
+        raise TranslationError("parameters with default values are not supported in a muscle",
+                               origin=origin, construct="default value")
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        raise TranslationError("generators and coroutines are not supported in a muscle",
+                               origin=origin, construct="yield")
+    filename = code.co_filename
+    lines = linecache.getlines(filename, fn.__globals__)
+    node = None
+    if lines:
+        tree = _parse_file(filename, lines)
+        if tree is not None:
+            node = _find_lambda(tree, code) if name == "<lambda>" else _find_def(tree, code)
+        if node is None and name != "<lambda>":
+            node = _fallback_def(fn, code)
+    if node is None:
+        raise TranslationError(
+            "cannot find the source of this function (muscles must be defined in a file or "
+            "notebook cell, not typed at a bare interpreter or built with exec); pass OpenCL C "
+            "source instead", origin=origin, construct="source")
+    closure = {}
+    if fn.__closure__:
+        for var, cell in zip(code.co_freevars, fn.__closure__):
+            try:
+                closure[var] = cell.cell_contents
+            except ValueError:
+                closure[var] = _MISSING
+    if isinstance(node, ast.Lambda):
+        body: list[ast.stmt] = [ast.Return(value=node.body, lineno=node.body.lineno,
+                                           col_offset=node.body.col_offset,
+                                           end_lineno=node.body.end_lineno,
+                                           end_col_offset=node.body.end_col_offset)]
+    else:
+        body = list(node.body)
+    return PyFunction(code=code, globals=fn.__globals__, node=node, name=name, filename=filename,
+                      firstline=code.co_firstlineno,
+                      param_names=list(code.co_varnames[: code.co_argcount]), body=body,
+                      closure=closure)
+
+
+def _fallback_def(fn, code: types.CodeType) -> ast.FunctionDef | None:
+    """``inspect.getsource`` + dedent, line numbers shifted back to the file's."""
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(src)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    ast.increment_lineno(tree, code.co_firstlineno - 1)
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == code.co_name:
+            return n
+    return None
