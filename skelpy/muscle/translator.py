@@ -2103,14 +2103,14 @@ class _PyTranslator:
                           "#endif\n")
         if self.fp64:
             parts.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n")
-        # Python muscles compute operation by operation, as NumPy does: no a*b+c -> fma.
-        parts.append("#pragma OPENCL FP_CONTRACT OFF\n")
         parts.append(self.clib.source())
         parts.extend(arrays)
         for cname, tm in self.helper_src.items():
             parts.append(f"#ifndef SKELPY_FN_{cname}\n#define SKELPY_FN_{cname}\n{tm.source}"
                          "#endif\n")
-        body = "\n".join(decls + self.out)
+        # Python muscles compute operation by operation, as NumPy does: no a*b+c -> fma. The
+        # pragma sits inside the body so that it does not reach the skeleton's own code.
+        body = "\n".join(["#pragma OPENCL FP_CONTRACT OFF"] + decls + self.out)
         parts.append(f"static inline {out_t} {self.c_name}({', '.join(c_params) or 'void'}) {{\n"
                      f"{body}\n}}\n")
         from .access import analyse
