@@ -1,0 +1,124 @@
+/* Stencil: out[r, c] = f(neighbourhood of in around (r, c), extras...) on a rows x cols matrix.
+ * This file holds the macros and the border rule; the generated muscles follow it, and
+ * stencil.cl (the kernel) comes last.
+ *
+ * The NDRange is 2-D: dimension 0 runs along columns (so consecutive work-items touch
+ * consecutive addresses), dimension 1 along rows.  A work-group of WGR x WGC work-items owns
+ * a tile of (WGR * SKP_CR) x (WGC * SKP_CC) output cells; work-item (lr, lc) computes the cells
+ * (lr + k * WGR, lc + m * WGC) of that tile (interleaved coarsening keeps accesses coalesced).
+ *
+ * Launch-shape macros (-D, chosen by the tuner):
+ *   SKP_LOCAL   1: each group stages its tile plus the halo in local memory first and the
+ *                  muscle reads from there (seed 002, section 2.4.2);
+ *               0: the muscle reads global memory directly (caches do the reuse; on CPUs this
+ *                  often wins).
+ *   SKP_CR      cells per work-item along rows    (coarsening)
+ *   SKP_CC      cells per work-item along columns (coarsening)
+ * Work-group rows x cols are not macros: they come from get_local_size(), so one program
+ * serves every work-group shape.
+ *
+ * Borders.  A group whose tile plus halo lies wholly inside the matrix ("interior" group,
+ * uniform per group) reads without any index check.  Only groups touching an edge remap
+ * indices with scipy.ndimage's rule for SKP_MODE (skp_remap below) or substitute the constant.
+ *
+ * The generated header (skeletons/stencil.py) supplies:
+ *   SKP_IN_ST, SKP_OUT_ST       storage types of input and output elements
+ *   SKP_N, SKP_S, SKP_E, SKP_W  the stencil shape (reach north/south/east/west, >= 0)
+ *   SKP_MODE                    border mode (SKP_MODE_CONSTANT ... SKP_MODE_MIRROR)
+ *   SKP_CVAL_IN, SKP_CVAL_<st>  the constant border value as the input's and as each other
+ *                               storage type in use
+ *   SKP_IDX_T                   int, or long for matrices of 2^31 cells or more
+ *   SKP_DR(i), SKP_DC(i)        offset filters applied to muscle reads (identity, or a clamp
+ *                               into the shape when offsets cannot be checked statically)
+ *   SKP_EDGE_MUSCLE             1 when edge groups need their own muscle (no local tile, or
+ *                               extra matrices read as neighbourhoods)
+ *   SKP_EXTRA_DECL              the kernel parameters of the extra arguments (leading comma)
+ *   SKP_CALL_FAST, SKP_CALL_EDGE  the muscle calls for interior and edge groups, written in
+ *                               terms of skp_nb, skp_pitch, skp_idx, skp_r, skp_c, rows, cols
+ * and, after this file, the muscle functions skp_muscle_fast (and skp_muscle_edge).
+ */
+
+#define SKP_MODE_CONSTANT 0
+#define SKP_MODE_NEAREST 1
+#define SKP_MODE_WRAP 2
+#define SKP_MODE_REFLECT 3
+#define SKP_MODE_MIRROR 4
+
+#ifndef SKP_LOCAL
+#define SKP_LOCAL 1
+#endif
+#ifndef SKP_CR
+#define SKP_CR 1
+#endif
+#ifndef SKP_CC
+#define SKP_CC 1
+#endif
+
+/* Coordinate x mapped into [0, n) as scipy.ndimage does (ni_support.c, NI_InitFilterOffsets);
+ * the modes are periodic, so reaches larger than the matrix fold back again and again.  The
+ * common case, one step outside, costs a compare and an add; only far reaches divide. */
+inline int skp_remap(int x, const int n)
+{
+    if ((uint)x < (uint)n)
+        return x;
+#if SKP_MODE == SKP_MODE_NEAREST
+    return x < 0 ? 0 : n - 1;
+#elif SKP_MODE == SKP_MODE_WRAP
+    /* abcd|abcd|abcd */
+    if (x >= -n && x < 2 * n)
+        return x < 0 ? x + n : x - n;
+    int y = x % n;
+    return y < 0 ? y + n : y;
+#elif SKP_MODE == SKP_MODE_REFLECT
+    /* dcba|abcd|dcba: period 2n */
+    if (x >= -n && x < 2 * n)
+        return x < 0 ? -x - 1 : 2 * n - 1 - x;
+    const int p = 2 * n;
+    int y = x % p;
+    if (y < 0)
+        y += p;
+    return y < n ? y : p - 1 - y;
+#elif SKP_MODE == SKP_MODE_MIRROR
+    /* dcb|abcd|cba: period 2n - 2; a single cell mirrors onto itself */
+    if (n == 1)
+        return 0;
+    if (x > -n && x < 2 * n - 1)
+        return x < 0 ? -x : 2 * n - 2 - x;
+    const int p = 2 * n - 2;
+    int y = x % p;
+    if (y < 0)
+        y += p;
+    return y < n ? y : p - y;
+#else
+    return x; /* constant: callers test the range themselves */
+#endif
+}
+
+/* Element (r, c) of a rows x cols matrix p, with the border rule applied; CV is the constant
+ * as p's element type. */
+#if SKP_MODE == SKP_MODE_CONSTANT
+#define SKP_BORDER_READ(p, r, c, rows, cols, CV) \
+    (((uint)(r) < (uint)(rows) && (uint)(c) < (uint)(cols)) \
+         ? (p)[(SKP_IDX_T)(r) * (cols) + (c)] : (CV))
+#else
+#define SKP_BORDER_READ(p, r, c, rows, cols, CV) \
+    ((p)[(SKP_IDX_T)skp_remap((r), (rows)) * (cols) + skp_remap((c), (cols))])
+#endif
+
+/* Reads the muscle's accessors expand to.  DIRECT: the pointer is at the cell, the pitch is
+ * the row length (of the matrix, or of the local tile).  EDGE_IN: the input neighbourhood in
+ * an edge group (from the tile when staged, else global with remapping).  EDGE: an extra
+ * matrix read as a neighbourhood in an edge group. */
+#define SKP_READ_DIRECT(p, pitch, dr, dc) ((p)[SKP_DR(dr) * (pitch) + SKP_DC(dc)])
+#if SKP_LOCAL
+#define SKP_SPACE_IN __local
+#define SKP_READ_EDGE_IN(p, pitch, r, c, rows, cols, CV, dr, dc) \
+    SKP_READ_DIRECT(p, pitch, dr, dc)
+#else
+#define SKP_SPACE_IN __global
+#define SKP_READ_EDGE_IN(p, pitch, r, c, rows, cols, CV, dr, dc) \
+    SKP_BORDER_READ(p, (r) + SKP_DR(dr), (c) + SKP_DC(dc), rows, cols, CV)
+#endif
+#define SKP_READ_EDGE(p, r, c, rows, cols, CV, dr, dc) \
+    SKP_BORDER_READ(p, (r) + SKP_DR(dr), (c) + SKP_DC(dc), rows, cols, CV)
+

@@ -1,0 +1,81 @@
+"""The stencil kernel under the oclgrind simulator: no invalid memory access, no data race
+(local-memory tile staging, barriers, edge groups, coarsening) at awkward sizes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = textwrap.dedent('''
+    import numpy as np
+    import skelpy as sk
+
+    assert "oclgrind" in sk.current_device().platform.lower(), sk.current_device()
+    rng = np.random.default_rng(7)
+    PAD = {"constant": "constant", "nearest": "edge", "wrap": "wrap", "reflect": "symmetric",
+           "mirror": "reflect"}
+
+    def ref(a, b, mode, cval):
+        kw = {"constant_values": cval} if mode == "constant" else {}
+        pa = np.pad(a.astype(np.float64), 3, mode=PAD[mode], **kw)
+        pb = np.pad(b.astype(np.float64), 3, mode=PAD[mode], **kw)
+        r, c = a.shape
+        return (pa[2:2 + r, 3:3 + c] + 2 * pa[6:6 + r, 1:1 + c] - pa[3:3 + r, 6:6 + c]
+                + pb[4:4 + r, 3:3 + c] * 0.5)
+
+    checked = 0
+    for mode in ["constant", "reflect", "wrap", "mirror", "nearest"]:
+        st = sk.Stencil(lambda nb, o: nb[-1, 0] + 2 * nb[3, -2] - nb[0, 3] + o[1, 0] * 0.5,
+                        border=mode, cval=-1.0)
+        for shape in [(1, 1), (5, 3), (13, 7), (9, 33)]:
+            a = rng.standard_normal(shape).astype(np.float32)
+            b = rng.standard_normal(shape).astype(np.float32)
+            want = ref(a, b, mode, -1.0)
+            for p in [{"local": 1, "wg_r": 4, "wg_c": 8, "cr": 1, "cc": 1},
+                      {"local": 1, "wg_r": 3, "wg_c": 5, "cr": 2, "cc": 2},
+                      {"local": 1, "wg_r": 1, "wg_c": 2, "cr": 1, "cc": 4},
+                      {"local": 0, "wg_r": 2, "wg_c": 4, "cr": 2, "cc": 1}]:
+                got = st(a, b, params=p).to_numpy()
+                assert np.allclose(got, want, atol=1e-5), (mode, shape, p)
+                checked += 1
+    # iterations ping-pong and a sequence
+    heat = sk.Stencil(lambda nb: nb[0, 0] + 0.1 * (nb[-1, 0] + nb[1, 0] - 2 * nb[0, 0]))
+    u = rng.random((11, 6)).astype(np.float32)
+    heat(u, iterations=3, params={"local": 1, "wg_r": 4, "wg_c": 4}).to_numpy()
+    (heat >> heat)(u, params={"local": 1, "wg_r": 2, "wg_c": 4, "cr": 2}).to_numpy()
+    print("STENCIL-OCLGRIND-OK", checked)
+''')
+
+ERROR_MARKERS = ("Invalid read", "Invalid write", "data race", "Uninitialized", "FATAL",
+                 "out of bounds", "Oclgrind - ", "error", "Error")
+
+
+@pytest.mark.oclgrind
+@pytest.mark.slow
+def test_stencil_kernel_under_oclgrind(tmp_path):
+    oclgrind = shutil.which("oclgrind")
+    if oclgrind is None:
+        pytest.skip("oclgrind is not installed")
+    script = tmp_path / "stencil_oclgrind.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["SKELPY_CACHE_DIR"] = str(tmp_path / "cache")
+    env["SKELPY_TUNE"] = "off"
+    env["PYOPENCL_NO_CACHE"] = "1"   # oclgrind programs rebuilt from cached binaries lose their kernels
+    env.pop("SKELPY_DEVICE", None)
+    proc = subprocess.run([oclgrind, "--data-races", sys.executable, str(script)],
+                          capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "STENCIL-OCLGRIND-OK" in proc.stdout, out[-4000:]
+    bad = [ln for ln in proc.stderr.splitlines() if any(m in ln for m in ERROR_MARKERS)]
+    assert not bad, "\n".join(bad[:40])
