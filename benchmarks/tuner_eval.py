@@ -1,0 +1,783 @@
+"""Seed 002's evaluation of the autotuner (OmniTune ch. 7), on this machine's device.
+
+1. Exhaustive sweeps: every legal launch point of a scenario set (synthetic stencils from
+   seed 002 Table 6.3's shapes, Game of Life, heat, Gaussian 5x5 and 11x11, the Canny stages,
+   a Map and a Reduce) at sizes 512^2..4096^2 (``--quick``: smaller, fewer, and a
+   deterministic sample of each space), measured from profiling events.
+2. Leave-one-kernel-out cross-validation of the three model approaches (classifier with
+   nearest-neighbour fallback, runtime regressor, speedup regressor) and of the two coarsening
+   strategies (joint, seed 000's doubling), per parameter signature.
+3. Reported per device: performance relative to the oracle (geometric mean, median); speedup
+   over the best single static point, over the "human expert" point (32x4 for 2-D work-groups,
+   128 for 1-D), over the space default and over the runtime's choice (local size None, where
+   the skeleton offers it); the fraction of refused points; the decision overhead (a model
+   decision for a new scenario, and a cache hit).
+
+Prints a table and writes ``benchmarks/results/tuner_eval_<device>.json`` plus PNG plots.
+Skeletons this build lacks are skipped with a note.
+
+    python benchmarks/tuner_eval.py --quick          # CPU / CI scale
+    python benchmarks/tuner_eval.py                  # the full set (a GPU)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import skelpy as sk  # noqa: E402
+from skelpy import tuner  # noqa: E402
+from skelpy.errors import ParameterError, RefusedParameters  # noqa: E402
+from skelpy.tuner import model as tmodel  # noqa: E402
+from skelpy.tuner import store as tstore  # noqa: E402
+from skelpy.tuner import synthetic  # noqa: E402
+from skelpy.tuner.measure import Budget, measure  # noqa: E402
+from skelpy.tuner.space import ParamSpace  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+# -- the real kernels (seed 002 ch. 6.1) --------------------------------------------------------
+
+
+def game_of_life(nb):
+    n = (nb[-1, -1] + nb[-1, 0] + nb[-1, 1] + nb[0, -1] + nb[0, 1] + nb[1, -1] + nb[1, 0]
+         + nb[1, 1])
+    alive = 0
+    if n == 3 or (nb[0, 0] == 1 and n == 2):
+        alive = 1
+    return alive
+
+
+def heat(nb):
+    return nb[0, 0] + 0.1 * (nb[-1, 0] + nb[1, 0] + nb[0, -1] + nb[0, 1] - 4 * nb[0, 0])
+
+
+def make_gaussian(radius: int, sigma: float):
+    w = np.exp(-0.5 * (np.arange(-radius, radius + 1) / sigma) ** 2)
+    W = (w / w.sum()).astype(np.float32)
+    R = radius
+
+    def gaussian(nb):
+        acc = nb[0, 0] * 0
+        for dr in range(-R, R + 1):
+            for dc in range(-R, R + 1):
+                acc += W[dr + R] * W[dc + R] * nb[dr, dc]
+        return acc
+    return gaussian
+
+
+def sobel(nb):
+    gx = (nb[-1, 1] + 2 * nb[0, 1] + nb[1, 1]) - (nb[-1, -1] + 2 * nb[0, -1] + nb[1, -1])
+    gy = (nb[1, -1] + 2 * nb[1, 0] + nb[1, 1]) - (nb[-1, -1] + 2 * nb[-1, 0] + nb[-1, 1])
+    return math.sqrt(gx * gx + gy * gy)
+
+
+def non_max_suppression(nb):
+    gx = nb[0, 1] - nb[0, -1]
+    gy = nb[1, 0] - nb[-1, 0]
+    c = nb[0, 0]
+    ax = abs(gx)
+    ay = abs(gy)
+    a = nb[-1, 1]
+    b = nb[1, -1]
+    if ax > 2.414 * ay:
+        a = nb[0, -1]
+        b = nb[0, 1]
+    elif ay > 2.414 * ax:
+        a = nb[-1, 0]
+        b = nb[1, 0]
+    elif gx * gy > 0:
+        a = nb[-1, -1]
+        b = nb[1, 1]
+    keep = c * 0
+    if c >= a and c >= b:
+        keep = c
+    return keep
+
+
+HIGH, LOW = 0.6, 0.3
+
+
+def hysteresis(nb):
+    strong = 0.0
+    c = nb[0, 0]
+    if c >= HIGH:
+        strong = 1.0
+    elif c >= LOW:
+        for dr in range(-1, 2):
+            for dc in range(-1, 2):
+                if nb[dr, dc] >= HIGH:
+                    strong = 1.0
+    return strong
+
+
+def brighten(x):
+    return math.sqrt(x * x + 1.0) * 0.5 + x
+
+
+def add(a, b):
+    return a + b
+
+
+# -- cases ----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class EvalCase:
+    group: str                               # the kernel, for leave-one-kernel-out
+    kind: str                                # stencil | map | reduce
+    size: int                                # rows = cols (1-D kinds: size**2 elements)
+    build: Callable[[], tuple[Callable[..., Any], Any]]   # -> (call(**kw), skeleton)
+
+
+def _stencil_case(group, fn, shape, size, *, dtype="float32", border="nearest", data=None):
+    def build():
+        rng = np.random.default_rng(size)
+        arr = data(size, rng) if data else rng.random((size, size)).astype(dtype)
+        st = sk.Stencil(fn, shape=shape, border=border)
+        m = sk.Matrix(arr)
+        return (lambda **kw: st(m, **kw)), st
+    return EvalCase(group, "stencil", size, build)
+
+
+def _synthetic_case(shape4, complex_body, size):
+    n, s, e, w = shape4
+    group = f"synthetic_{n}_{s}_{e}_{w}_{'complex' if complex_body else 'simple'}"
+    src = synthetic.stencil_source(n, s, e, w, complex_body=complex_body, name="muscle")
+
+    def build():
+        fn = synthetic._compile(src, "muscle")
+        st = sk.Stencil(fn, shape=sk.Shape(north=n, south=s, east=e, west=w))
+        m = sk.Matrix(np.random.default_rng(size).random((size, size)).astype(np.float32))
+        return (lambda **kw: st(m, **kw)), st
+    return EvalCase(group, "stencil", size, build)
+
+
+def _map_case(size):
+    def build():
+        f = sk.Map(brighten)
+        v = sk.Vector(np.random.default_rng(size).random(size * size).astype(np.float32))
+        return (lambda **kw: f(v, **kw)), f
+    return EvalCase("map_brighten", "map", size, build)
+
+
+def _poly_case(size):
+    src = synthetic.map_source(8, math_calls=1, name="muscle")
+
+    def build():
+        f = sk.Map(synthetic._compile(src, "muscle"))
+        v = sk.Vector(np.random.default_rng(size).random(size * size).astype(np.float32))
+        return (lambda **kw: f(v, **kw)), f
+    return EvalCase("map_poly8", "map", size, build)
+
+
+def saxpy(x, y, a):
+    return a * x + y
+
+
+def _zip_case(size):
+    def build():
+        z = sk.Zip(saxpy)
+        rng = np.random.default_rng(size)
+        x = sk.Vector(rng.random(size * size).astype(np.float32))
+        y = sk.Vector(rng.random(size * size).astype(np.float32))
+        return (lambda **kw: z(x, y, 2.0, **kw)), z
+    return EvalCase("zip_saxpy", "map", size, build)
+
+
+def _reduce_case(size):
+    def build():
+        r = sk.Reduce(add, identity=0)
+        v = sk.Vector(np.random.default_rng(size).random(size * size).astype(np.float32))
+        return (lambda **kw: r(v, **kw)), r
+    return EvalCase("reduce_sum", "reduce", size, build)
+
+
+def cases(quick: bool, sizes: list[int], kinds: set[str] | None = None
+          ) -> tuple[list[EvalCase], list[str]]:
+    have = {k for k in ("Stencil", "Map", "Reduce") if hasattr(sk, k)}
+    notes = [f"skipped: sk.{k} is not available in this build"
+             for k in ("Stencil", "Map", "Reduce") if k not in have]
+    out: list[EvalCase] = []
+    shapes = synthetic.STENCIL_SHAPES[:4] if quick else synthetic.STENCIL_SHAPES[:8]
+    for size in sizes:
+        if "Stencil" in have:
+            gol_data = lambda s, rng: (rng.random((s, s)) < 0.3).astype(np.int32)  # noqa: E731
+            out += [
+                _stencil_case("game_of_life", game_of_life, 1, size, border="wrap",
+                              data=gol_data),
+                _stencil_case("heat", heat, 1, size),
+                _stencil_case("gaussian_5x5", make_gaussian(2, 1.0), 2, size),
+                _stencil_case("gaussian_11x11", make_gaussian(5, 2.0), 5, size),
+                _stencil_case("canny_sobel", sobel, 1, size),
+                _stencil_case("canny_nms", non_max_suppression, 1, size),
+                _stencil_case("canny_hysteresis", hysteresis, 1, size),
+            ]
+            for k, shape4 in enumerate(shapes):
+                if quick and size > min(sizes) and k % 2:
+                    continue
+                out.append(_synthetic_case(shape4, bool(k % 2), size))
+        if "Map" in have:
+            out += [_map_case(size), _poly_case(size)]
+            if hasattr(sk, "Zip"):
+                out.append(_zip_case(size))
+        if "Reduce" in have:
+            out.append(_reduce_case(size))
+    if kinds:
+        out = [c for c in out if c.kind in kinds]
+    return out, notes
+
+
+# -- sweeping -------------------------------------------------------------------------------------
+
+
+def _h(key: tuple) -> int:
+    return int(hashlib.sha1(repr(key).encode()).hexdigest()[:8], 16)
+
+
+def expert_point(space: ParamSpace) -> dict | None:
+    """The "human expert" choice: 32x4 work-groups for 2-D kernels, 128 for 1-D ones; other
+    parameters at the space default."""
+    names = space.names
+    p = dict(space.default)
+    if "wg_c" in names and "wg_r" in names:
+        p.update(wg_c=32, wg_r=4)
+    elif "wg" in names:
+        p["wg"] = 128
+    else:
+        return None
+    return p
+
+
+def runtime_choice_point(space: ParamSpace) -> dict | None:
+    """The point meaning "local size None" (the runtime chooses), if the skeleton has one."""
+    for cand in ({"wg": 0}, {"wg_r": 0, "wg_c": 0}, {"wg": None}):
+        if not set(cand) <= set(space.names):
+            continue
+        try:
+            return space.normalise(cand)
+        except ParameterError:
+            continue
+    return None
+
+
+def sample_space(space: ParamSpace, max_points: int | None) -> ParamSpace:
+    """A deterministic sample of the legal points (same sample for every scenario of the same
+    parameter grid), always keeping the default and the expert point."""
+    legal = space.points()
+    if not max_points or len(legal) <= max_points:
+        return space
+    keep = {space.key(space.default)}
+    ex = expert_point(space)
+    if ex is not None and space.is_legal(ex):
+        keep.add(space.key(ex))
+    frac = max_points / len(legal)
+    chosen = {space.key(p) for p in legal if (_h(space.key(p)) % 10_000) < frac * 10_000}
+    chosen |= keep
+    sub = ParamSpace(space.params, space.default,
+                     constraint=lambda p, c=chosen, s=space: s.is_legal(p) and s.key(p) in c)
+    return sub
+
+
+def capture_request(call: Callable[..., Any]) -> list:
+    """Run one call in 'off' mode and return the tuning requests it made."""
+    got: list = []
+    orig = tuner.execute
+
+    def spy(req):
+        got.append(req)
+        return orig(req)
+    tuner.execute = spy
+    try:
+        with tuner.tuning("off"):
+            call()
+    finally:
+        tuner.execute = orig
+    return got
+
+
+def sweep_case(case: EvalCase, max_points: int | None, budget: Budget,
+               case_seconds: float | None = None) -> dict | None:
+    call, skel = case.build()
+    reqs = capture_request(call)
+    if not reqs:
+        return None
+    req = max(reqs, key=lambda r: r.dataset.get("n", 0))      # the main kernel of the call
+    sub = sample_space(req.space, max_points)
+    t0 = time.perf_counter()
+    stop = None if not case_seconds else t0 + case_seconds
+    with tuner.tuning("exhaustive"), tuner.sweep_deadline(stop):
+        tuner.execute(dataclasses.replace(req, space=sub))
+    sweep_s = time.perf_counter() - t0
+    none_t = None
+    rp = runtime_choice_point(req.space)
+    if rp is not None:
+        try:
+            none_t = measure(req.run, rp, budget).seconds
+        except RefusedParameters:
+            none_t = None
+    return {"group": case.group, "kind": case.kind, "size": case.size,
+            "scenario": tuner.scenario_id(req), "request": req, "sweep_seconds": sweep_s,
+            "space_points": len(req.space.points()), "sampled_points": len(sub.points()),
+            "swept_points": len(tstore.get_store().measurements(tuner.scenario_id(req))),
+            "runtime_choice_seconds": none_t, "expert": expert_point(req.space)}
+
+
+# -- analysis -------------------------------------------------------------------------------------
+
+
+def geomean(xs) -> float:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def _space_of(sd: tmodel.ScenarioData) -> ParamSpace:
+    from skelpy.tuner.space import Param
+
+    params = [Param(p["name"], tuple(p["values"]), p.get("numeric", True))
+              for p in sd.space["params"]]
+    measured = set(sd.times)
+    return ParamSpace(params, sd.space["default"],
+                      constraint=lambda p: tstore.params_json(p) in measured)
+
+
+def predict_for(gm: tmodel.GroupModel, sd: tmodel.ScenarioData, approach: str,
+                coarsen: str) -> str:
+    """The params JSON the model picks for a held-out scenario (among its measured points)."""
+    space = _space_of(sd)
+    pts = space.points()
+    cand = tmodel.CandidateSet(pts, space.names, {p.name: p.numeric for p in space.params})
+    pick = tmodel.choose(gm, sd.features, cand, set(), approach=approach, coarsen=coarsen)
+    if pick is None:
+        return sd.default_key if sd.default_key in sd.times else min(sd.times, key=sd.times.get)
+    if isinstance(pick, int):
+        return tstore.params_json(cand.points[pick])
+    near = space.nearest(pick)
+    return tstore.params_json(near)
+
+
+METHODS = [("classifier", "joint"), ("runtime", "joint"), ("runtime", "doubling"),
+           ("speedup", "joint"), ("speedup", "doubling")]
+
+
+def evaluate(scns: list[tmodel.ScenarioData], groups: dict[str, str], info: dict[str, dict],
+             n_estimators: int) -> dict:
+    """Leave-one-kernel-out per parameter signature; returns per-scenario rows + summary."""
+    by_sig: dict[str, list[tmodel.ScenarioData]] = {}
+    for sd in scns:
+        by_sig.setdefault(tmodel.signature(sd.names), []).append(sd)
+    rows = []
+    notes = []
+    for sig, sds in by_sig.items():
+        kernels = sorted({groups[sd.key] for sd in sds})
+        # the best single static point (seed 002 §7.3.3) in hindsight, over all scenarios
+        ranked = tmodel.static_ranking(sds)
+        static_all = ranked[0] if ranked else None
+        if len(kernels) < 2:
+            notes.append(f"[{sig}] only one kernel ({kernels[0]}): no cross-validation")
+        for held in kernels:
+            train = [sd for sd in sds if groups[sd.key] != held]
+            test = [sd for sd in sds if groups[sd.key] == held]
+            gm = tmodel.fit_group(sig, train, n_estimators=n_estimators, n_jobs=-1) \
+                if len(train) >= tmodel.MIN_SCENARIOS else None
+            # what a developer would fix after tuning the other kernels
+            ranked_train = tmodel.static_ranking(train)
+            static = ranked_train[0] if ranked_train else None
+            for sd in test:
+                best_k, best_t = sd.best()
+                row = {"scenario": sd.key, "kernel": held, "signature": sig,
+                       "size": info[sd.key]["size"], "points": len(sd.times),
+                       "refused": len(sd.refused), "oracle": json.loads(best_k),
+                       "oracle_seconds": best_t}
+                for approach, co in METHODS:
+                    name = f"{approach}/{co}"
+                    if gm is None:
+                        row[name] = None
+                        continue
+                    k = predict_for(gm, sd, approach, co)
+                    row[name] = best_t / sd.times[k]
+                    row[name + ":point"] = json.loads(k)
+                row["default"] = best_t / sd.times[sd.default_key] \
+                    if sd.default_key in sd.times else None
+                row["static"] = best_t / sd.times[static] if static in sd.times else None
+                row["static_hindsight"] = best_t / sd.times[static_all] \
+                    if static_all in sd.times else None
+                ex = info[sd.key].get("expert")
+                exk = tstore.params_json(ex) if ex else None
+                row["expert"] = best_t / sd.times[exk] if exk in sd.times else None
+                nt = info[sd.key].get("runtime_choice_seconds")
+                row["runtime_choice"] = best_t / nt if nt else None
+                rows.append(row)
+    return {"rows": rows, "notes": notes}
+
+
+def summarise(rows: list[dict]) -> dict:
+    out: dict[str, Any] = {}
+    baselines = ("static", "static_hindsight", "expert", "default", "runtime_choice")
+    for approach, co in METHODS:
+        name = f"{approach}/{co}"
+        perf = [r[name] for r in rows if r.get(name)]
+        if not perf:
+            continue
+        s = {"perf_geomean": geomean(perf), "perf_median": statistics.median(perf),
+             "perf_min": min(perf), "scenarios": len(perf),
+             "oracle_hits": sum(1 for p in perf if p >= 0.999) / len(perf)}
+        for b in baselines:
+            pairs = [(r[name], r[b]) for r in rows if r.get(name) and r.get(b)]
+            s[f"speedup_over_{b}"] = geomean(p / q for p, q in pairs) if pairs else None
+            s[f"speedup_over_{b}_median"] = statistics.median(p / q for p, q in pairs) \
+                if pairs else None
+        out[name] = s
+    for b in baselines:
+        perf = [r[b] for r in rows if r.get(b)]
+        out[b] = {"perf_geomean": geomean(perf) if perf else None,
+                  "perf_median": statistics.median(perf) if perf else None,
+                  "scenarios": len(perf),
+                  "missing": sum(1 for r in rows if not r.get(b))}
+    return out
+
+
+def decision_overhead(records: list[dict], dm: tmodel.DeviceModel) -> dict:
+    """Seconds of a model decision through the real tuner entry point, with an empty store
+    and the model installed: the first decision for a kernel (includes the one-off work of
+    enumerating and featurising its space), a decision for a new scenario of a known
+    kernel, and a decision-cache hit."""
+    firsts, misses, hits, sources = [], [], [], []
+    with tempfile.TemporaryDirectory() as d:
+        old = os.environ.get("SKELPY_CACHE_DIR")
+        os.environ["SKELPY_CACHE_DIR"] = d
+        try:
+            tstore.get_store()
+            for r in records:
+                req = r["request"]
+                req.space._tuner_info = None
+                tuner.manager().set(req.device.key, dm)
+                t0 = time.perf_counter()
+                tuner.choose_params(req)
+                firsts.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                for _ in range(200):
+                    tuner.choose_params(req)
+                hits.append((time.perf_counter() - t0) / 200)
+                tuner.reset()
+                tuner.manager().set(req.device.key, dm)
+                t0 = time.perf_counter()
+                _, src = tuner.choose_params(req)
+                misses.append(time.perf_counter() - t0)
+                sources.append(src)
+        finally:
+            if old is None:
+                os.environ.pop("SKELPY_CACHE_DIR", None)
+            else:
+                os.environ["SKELPY_CACHE_DIR"] = old
+            tstore.get_store()
+
+    def ms(xs, f):
+        return 1e3 * f(xs) if xs else None
+    return {"model_decision_ms_median": ms(misses, statistics.median),
+            "model_decision_ms_max": ms(misses, max),
+            "first_decision_of_kernel_ms_median": ms(firsts, statistics.median),
+            "cache_hit_us_median": 1e3 * ms(hits, statistics.median) if hits else None,
+            "approach": f"{tmodel.DEFAULT_APPROACH}/{tmodel.DEFAULT_COARSEN}",
+            "sources": {s: sources.count(s) for s in set(sources)}}
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def _fmt(x, pct=False) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "   n/a"
+    return f"{x:6.1%}" if pct else f"{x:5.2f}x"
+
+
+def print_table(dev_name: str, summary: dict, extra: dict) -> None:
+    print(f"\n== autotuner evaluation on {dev_name} ==")
+    print(f"scenarios {extra['scenarios']} ({extra['kernels']} kernels), swept points "
+          f"{extra['points']}, refused {extra['refused_fraction']:.2%}")
+    print(f"{'method':<20} {'perf geo':>8} {'median':>7} {'min':>7} {'vs static':>9} "
+          f"{'vs 32x4/128':>11} {'vs default':>10} {'vs None':>8}")
+    for name, s in summary.items():
+        if "/" not in name:
+            continue
+        print(f"{name:<20} {_fmt(s['perf_geomean'], True):>8} {_fmt(s['perf_median'], True):>7} "
+              f"{_fmt(s['perf_min'], True):>7} {_fmt(s['speedup_over_static']):>9} "
+              f"{_fmt(s['speedup_over_expert']):>11} {_fmt(s['speedup_over_default']):>10} "
+              f"{_fmt(s['speedup_over_runtime_choice']):>8}")
+    for b in ("static", "static_hindsight", "expert", "default", "runtime_choice"):
+        s = summary[b]
+        print(f"{b:<20} {_fmt(s['perf_geomean'], True):>8} {_fmt(s['perf_median'], True):>7}"
+              f"   ({s['missing']} scenarios without it)")
+    oh = extra["overhead"]
+    print(f"decision overhead ({oh.get('approach')}): new scenario "
+          f"{oh['model_decision_ms_median']:.3f} ms median ({oh['model_decision_ms_max']:.3f} "
+          f"max); first decision of a kernel {oh['first_decision_of_kernel_ms_median']:.2f} ms "
+          f"(one-off space preparation); cache hit {oh['cache_hit_us_median']:.1f} us; "
+          f"sources {oh['sources']}"
+          if oh.get("model_decision_ms_median") is not None else "decision overhead: n/a")
+
+
+def plots(slug: str, rows: list[dict], summary: dict, out: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no plots: matplotlib missing; pip install 'skelpy[plot]')")
+        return []
+    files = []
+    names = [n for n in summary if "/" in n] + ["static", "static_hindsight", "expert",
+                                                "default", "runtime_choice"]
+    names = [n for n in names if summary[n].get("perf_geomean")]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    geo = [summary[n]["perf_geomean"] for n in names]
+    med = [summary[n]["perf_median"] for n in names]
+    x = np.arange(len(names))
+    ax.bar(x - 0.2, geo, 0.4, label="geometric mean")
+    ax.bar(x + 0.2, med, 0.4, label="median")
+    ax.axhline(0.95, color="k", ls="--", lw=0.8, label="95% target")
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("performance relative to the oracle")
+    ax.set_title(f"leave-one-kernel-out, {slug}")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    p = out / f"tuner_eval_{slug}_perf.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    files.append(str(p))
+    # oracle work-group sizes of the 2-D scenarios (seed 002 Fig. 7.x)
+    pts = [r["oracle"] for r in rows if "wg_r" in r["oracle"] and "wg_c" in r["oracle"]]
+    if pts:
+        rs = sorted({p["wg_r"] for p in pts})
+        cs = sorted({p["wg_c"] for p in pts})
+        grid = np.zeros((len(rs), len(cs)))
+        for p in pts:
+            grid[rs.index(p["wg_r"]), cs.index(p["wg_c"])] += 1
+        fig, ax = plt.subplots(figsize=(6, 4))
+        im = ax.imshow(grid, origin="lower", cmap="magma")
+        ax.set_xticks(range(len(cs)), cs)
+        ax.set_yticks(range(len(rs)), rs)
+        ax.set_xlabel("work-group columns")
+        ax.set_ylabel("work-group rows")
+        ax.set_title("oracle work-group sizes (count of scenarios)")
+        fig.colorbar(im, ax=ax)
+        fig.tight_layout()
+        p = out / f"tuner_eval_{slug}_oracle_wg.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        files.append(str(p))
+    return files
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:40]
+
+
+def sweep_phase(args, out: Path) -> tuple[dict, list[dict]]:
+    """Sweep the cases on this machine's device; saves as it goes (a run cut short still
+    leaves its sweeps and the store's data in ``out``)."""
+    if args.device:
+        sk.use(args.device)
+    dev = sk.current_device()
+    slug = _slug(dev.name) + (f"_{args.tag}" if args.tag else "")
+    # the first size is swept for every kernel before the next size starts, so a time budget
+    # cuts whole sizes rather than whole kernels
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else \
+        ([256, 512] if args.quick else [1024, 512, 2048, 4096])
+    max_points = args.max_points if args.max_points is not None else \
+        (120 if args.quick else None)
+    budget = Budget(warmup=1, min_reps=3, max_reps=8 if args.quick else 15,
+                    rel_ci=0.05 if args.quick else 0.03,
+                    max_seconds=0.15 if args.quick else 0.3)
+    tuner.SWEEP_BUDGET = budget
+    todo, notes = cases(args.quick, sizes,
+                        set(args.kinds.split(",")) if args.kinds else None)
+    if args.limit:
+        todo = todo[:args.limit]
+    for n in notes:
+        print("note:", n)
+    meta = {"device": dev.name, "device_key": dev.key, "slug": slug, "quick": args.quick,
+            "sizes": sizes, "max_points": max_points, "budget": dataclasses.asdict(budget),
+            "notes": notes, "failures": [], "not_swept": []}
+    sweeps_path = out / f"tuner_eval_{slug}_sweeps.json"
+    records: list[dict] = []
+
+    def save():
+        blob = dict(meta, sweeps=[{k: v for k, v in r.items() if k != "request"}
+                                  for r in records])
+        sweeps_path.write_text(json.dumps(blob, indent=1, default=str))
+        (out / f"tuner_eval_{slug}_store.json").write_text(
+            json.dumps(tstore.get_store().export_data()))
+
+    deadline = None if args.minutes is None else time.perf_counter() + 60 * args.minutes
+    t_start = time.perf_counter()
+    for i, c in enumerate(todo):
+        name = f"{c.group}@{c.size}"
+        if deadline is not None and time.perf_counter() > deadline:
+            meta["not_swept"].append(name)
+            continue
+        t0 = time.perf_counter()
+        try:
+            r = sweep_case(c, max_points, budget, args.case_seconds)
+            if r:
+                records.append(r)
+                print(f"[{i + 1}/{len(todo)}] {name}: {r['swept_points']} of "
+                      f"{r['space_points']} points in {time.perf_counter() - t0:.1f} s "
+                      f"(total {time.perf_counter() - t_start:.0f} s)", flush=True)
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            meta["failures"].append(f"{name}: {type(exc).__name__}: {str(exc)[:300]}")
+            print(f"[{i + 1}/{len(todo)}] {name}: FAILED {meta['failures'][-1]}", flush=True)
+        save()
+    if meta["not_swept"]:
+        print(f"not swept (time budget): {len(meta['not_swept'])} cases")
+    if records:
+        t0 = time.perf_counter()
+        full = tmodel.train(tstore.get_store(), dev.key, n_estimators=args.trees)
+        meta["train_all_seconds"] = time.perf_counter() - t0
+        meta["overhead"] = decision_overhead(records, full)
+        print(f"decision overhead: {meta['overhead']}", flush=True)
+    save()
+    return meta, records
+
+
+def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path,
+                  trees: int, min_points: int = 40) -> int:
+    info = {r["scenario"]: r for r in sweeps}
+    groups = {r["scenario"]: r["group"] for r in sweeps}
+    scns = [sd for sd in tmodel.load_scenarios(store, meta["device_key"]) if sd.key in info]
+    # a sweep cut short by its time cap has too few points for a meaningful oracle
+    thin = [sd for sd in scns if len(sd.times) < min_points]
+    if thin:
+        meta.setdefault("notes", []).append(
+            f"left out {len(thin)} scenarios with fewer than {min_points} measured points: "
+            + ", ".join(f"{groups[sd.key]}@{info[sd.key]['size']} ({len(sd.times)})"
+                        for sd in thin))
+    scns = [sd for sd in scns if len(sd.times) >= min_points]
+    if not scns:
+        print("nothing to analyse")
+        return 1
+    ev = evaluate(scns, groups, info, trees)
+    summary = summarise(ev["rows"])
+    n_ref = sum(len(sd.refused) for sd in scns)
+    n_pts = sum(len(sd.times) for sd in scns)
+    extra = {"scenarios": len(scns), "kernels": len(set(groups.values())), "points": n_pts,
+             "refused_fraction": n_ref / max(n_ref + n_pts, 1),
+             "overhead": meta.get("overhead", {})}
+    print_table(meta["device"], summary, extra)
+    for n in meta.get("notes", []) + ev["notes"]:
+        print("note:", n)
+    for f in meta.get("failures", []):
+        print("failed:", f)
+    best = max((n for n in summary if "/" in n),
+               key=lambda n: summary[n]["perf_geomean"], default=None)
+    print(f"best method here: {best}")
+    slug = meta["slug"]
+    files = plots(slug, ev["rows"], summary, out)
+    result = {**{k: v for k, v in meta.items()}, "summary": summary, **extra,
+              "best_method": best, "rows": ev["rows"], "plots": files,
+              "notes": meta.get("notes", []) + ev["notes"],
+              "sweeps": sweeps, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "default_method": f"{tmodel.DEFAULT_APPROACH}/{tmodel.DEFAULT_COARSEN}"}
+    path = out / f"tuner_eval_{slug}{'_quick' if meta.get('quick') else ''}.json"
+    path.write_text(json.dumps(result, indent=1, default=str))
+    print(f"wrote {path}" + "".join(f"\nwrote {f}" for f in files))
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="CPU/CI scale")
+    ap.add_argument("--sizes", default=None, help="comma list of matrix sizes, the first "
+                    "swept first for every kernel (default 1024,512,2048,4096)")
+    ap.add_argument("--max-points", type=int, default=None,
+                    help="sample at most this many points per scenario (quick: 120)")
+    ap.add_argument("--device", default=None, help="sk.use() spec, e.g. gpu, cpu")
+    ap.add_argument("--cache", default=None, help="tuning store folder (default: a fresh "
+                    "temporary one, so the sweeps are this run's)")
+    ap.add_argument("--trees", type=int, default=24)
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--limit", type=int, default=None, help="at most this many cases")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="start no new sweep after this many minutes (then analyse)")
+    ap.add_argument("--kinds", default=None, help="comma list of stencil,map,reduce")
+    ap.add_argument("--case-seconds", type=float, default=None,
+                    help="stop measuring new points of one scenario after this long")
+    ap.add_argument("--tag", default="", help="suffix for the output file names")
+    ap.add_argument("--min-points", type=int, default=None,
+                    help="analyse only scenarios with at least this many measured points "
+                    "(default 40; quick: 10)")
+    ap.add_argument("--sweep-only", action="store_true",
+                    help="sweep and save (sweeps + store JSON), analyse elsewhere")
+    ap.add_argument("--analyse", metavar="SWEEPS_JSON", default=None,
+                    help="analyse saved sweeps (…_sweeps.json beside its …_store.json)")
+    args = ap.parse_args(argv)
+    if args.min_points is None:
+        args.min_points = 10 if args.quick else 40
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ["SKELPY_TUNE_RETRAIN"] = "off"          # the evaluation trains its own models
+    if args.analyse:
+        os.environ["SKELPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="skelpy-eval-")
+        tstore.reset_store()
+        store = tstore.get_store()
+        meta: dict = {}
+        sweeps: list = []
+        for sp in args.analyse.split(","):
+            blob = json.loads(Path(sp).read_text())
+            store.import_data(json.loads(Path(sp.replace("_sweeps.json", "_store.json"))
+                                         .read_text()))
+            sweeps += blob.pop("sweeps")
+            if not meta:
+                meta = blob
+            else:       # several runs on one device: merge what describes them
+                if blob["device_key"] != meta["device_key"]:
+                    print(f"note: {sp} is from another device ({blob['device']}); "
+                          "analysing the first one's scenarios only")
+                for k in ("notes", "failures", "not_swept"):
+                    meta[k] = meta.get(k, []) + blob.get(k, [])
+                meta["sizes"] = sorted(set(meta["sizes"]) | set(blob["sizes"]))
+                meta["overhead_runs"] = meta.get("overhead_runs", [meta.get("overhead")]) \
+                    + [blob.get("overhead")]
+                if blob.get("overhead"):
+                    meta["overhead"] = blob["overhead"]
+        if args.tag:
+            meta["slug"] = _slug(meta["device"]) + f"_{args.tag}"
+        else:
+            meta["slug"] = _slug(meta["device"])
+        return analyse_phase(meta, sweeps, store, out, args.trees, args.min_points)
+    cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="skelpy-eval-"))
+    os.environ["SKELPY_CACHE_DIR"] = str(cache)
+    tstore.reset_store()
+    meta, records = sweep_phase(args, out)
+    if not records:
+        print("no skeleton call could be swept")
+        return 1
+    if args.sweep_only:
+        return 0
+    sweeps = [{k: v for k, v in r.items() if k != "request"} for r in records]
+    return analyse_phase(meta, sweeps, tstore.get_store(), out, args.trees, args.min_points)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

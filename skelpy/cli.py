@@ -1,0 +1,332 @@
+"""The ``skelpy`` command: devices, tuning, and the tuning cache.
+
+    skelpy devices                         list OpenCL devices as skelpy sees them
+    skelpy tune                            (re)train the models from the stored measurements
+    skelpy tune --synthetic N --minutes M  sweep N synthetic programs, then train
+    skelpy tune --report KERNEL            table + heatmap of a kernel's measured space
+    skelpy cache info | clear | export FILE | import FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .tuner import model as _model
+from .tuner import store as _store
+
+
+def _print(*a: Any) -> None:
+    print(*a, flush=True)
+
+
+# -- devices -------------------------------------------------------------------------------------
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from .runtime import devices
+
+    found = devices()
+    if not found:
+        _print("no OpenCL device found: install an OpenCL runtime (Debian: "
+               "apt-get install pocl-opencl-icd) and check `clinfo -l`")
+        return 1
+    store = _store.get_store()
+    chosen = os.environ.get("SKELPY_DEVICE", "")
+    _print(f"{'#':>2}  {'kind':<5} {'CUs':>4} {'max wg':>6} {'local':>7} {'fp64':<4} "
+           f"{'measured':>8}  name / platform")
+    for i, d in enumerate(found):
+        try:
+            n = store.count_measurements(d.key)
+        except Exception:  # noqa: BLE001
+            n = 0
+        _print(f"{i:>2}  {d.kind:<5} {d.compute_units:>4} {d.max_work_group_size:>6} "
+               f"{d.local_mem_size // 1024:>5}Ki {'yes' if d.has_fp64 else 'no':<4} "
+               f"{n:>8}  {d.name} / {d.platform}")
+    _print("\nskelpy uses the first GPU unless SKELPY_DEVICE or sk.use() picks another"
+           + (f" (SKELPY_DEVICE={chosen!r})" if chosen else ""))
+    return 0
+
+
+# -- tune ----------------------------------------------------------------------------------------
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    if args.report:
+        return report(args.report, Path(args.out))
+    store = _store.get_store()
+    if args.synthetic:
+        from . import runtime
+        from .tuner import synthetic
+
+        dev = runtime.current_device()
+        kinds = args.kinds.split(",") if args.kinds else None
+        have = synthetic.available_kinds()
+        missing = sorted(set(kinds or synthetic.KINDS) - have)
+        if missing:
+            _print(f"note: skipping {', '.join(missing)}: not available in this skelpy build")
+        cases = synthetic.generate(args.synthetic, seed=args.seed,
+                                   sizes_2d=args.sizes_2d, sizes_1d=args.sizes_1d, kinds=kinds)
+        if not cases:
+            _print("no synthetic programs can run here (no skeleton available)")
+            return 1
+        _print(f"sweeping {len(cases)} synthetic programs on {dev.name} "
+               f"(exhaustive mode{f', at most {args.minutes} min' if args.minutes else ''}); "
+               f"store: {store.path or ':memory:'}")
+        res = synthetic.run_cases(cases, minutes=args.minutes, progress=not args.quiet)
+        _print(f"swept {len(res['done'])}, failed {len(res['failed'])}, "
+               f"skipped for time {len(res['skipped'])}")
+        for name, why in res["failed"][:10]:
+            _print(f"  failed: {name}: {why}")
+        devices_to_train = [dev.key]
+    else:
+        devices_to_train = list(store.devices())
+    if args.no_train:
+        return 0
+    from . import tuner
+
+    mgr = tuner.manager()
+    if not devices_to_train:
+        _print("nothing measured yet: run `skelpy tune --synthetic N` or use "
+               "sk.tuning('exhaustive') in a program first")
+        return 0
+    for dk in devices_to_train:
+        m = mgr.retrain(dk)
+        _print(f"trained {dk}: {m.n_measurements} measurements")
+        if not m.groups:
+            _print(f"  (fewer than {_model.MIN_SCENARIOS} measured scenarios per kernel "
+                   "signature: nothing to model yet)")
+        for sig, gm in m.groups.items():
+            _print(f"  [{sig}] {gm.n_scenarios} scenarios, {gm.n_rows} rows, "
+                   f"{len(gm.classes)} distinct best points")
+    return 0
+
+
+def _axes(space: dict) -> tuple[str | None, str | None]:
+    """The two parameters a heatmap shows: work-group dimensions first, then factors."""
+    names = [p["name"] for p in space.get("params", []) if p.get("numeric", True)]
+    ranked = sorted(names, key=lambda n: (not (n.startswith("wg") or "local" in n),
+                                          "coarsen" not in n,
+                                          not (n.endswith("_c") or "col" in n),
+                                          names.index(n)))
+    if not ranked:
+        return None, None
+    return ranked[0], (ranked[1] if len(ranked) > 1 else None)
+
+
+def report(prefix: str, out_dir: Path) -> int:
+    """Print each scenario of the kernels matching ``prefix`` and draw its heatmap."""
+    store = _store.get_store()
+    scns = [s for s in store.scenarios() if s["kernel"].startswith(prefix)
+            or s["skeleton"] == prefix]
+    if not scns:
+        _print(f"no measured kernel matches {prefix!r}; `skelpy cache info` lists kernels")
+        return 1
+    meas = store.all_measurements()
+    refused = store.all_refusals()
+    plots = []
+    for s in scns:
+        m = meas.get(s["key"], {})
+        ref = refused.get(s["key"], set())
+        ds = ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}"
+                       for k, v in sorted(s["dataset"].items()))
+        _print(f"\n{s['skeleton']} kernel {s['kernel']} scenario {s['key'][:10]}  ({ds})")
+        _print(f"  device: {s['device']}")
+        if not m:
+            _print("  no measurements")
+            continue
+        best_t = min(v[0] for v in m.values())
+        default = json.dumps(s["space"].get("default", {}), sort_keys=True)
+        rows = sorted(m.items(), key=lambda kv: kv[1][0])
+        _print(f"  {len(m)} points measured, {len(ref)} refused; oracle {best_t * 1e3:.4f} ms")
+        _print(f"  {'rank':>4} {'ms':>10} {'perf':>6} {'n':>4}  params")
+        shown = rows[:10]
+        if default in m and all(k != default for k, _ in shown):
+            shown.append((default, m[default]))
+        for k, (t, n) in shown:
+            rank = [r[0] for r in rows].index(k) + 1
+            tag = "  (default)" if k == default else ""
+            _print(f"  {rank:>4} {t * 1e3:>10.4f} {best_t / t:>6.1%} {n:>4}  {k}{tag}")
+        plots.append((s, m, ref, best_t))
+    _heatmaps(prefix, plots, out_dir)
+    return 0
+
+
+def _heatmaps(prefix: str, plots: list, out_dir: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+    except ImportError:
+        _print("\n(no heatmap: matplotlib is missing; install the `plot` extra: "
+               "pip install 'skelpy[plot]')")
+        return
+    plots = [p for p in plots if _axes(p[0]["space"])[0] is not None][:6]
+    if not plots:
+        return
+    cols = min(3, len(plots))
+    rows = math.ceil(len(plots) / cols)
+    fig, axs = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.4 * rows), squeeze=False)
+    for ax, (s, m, ref, best_t) in zip(axs.flat, plots, strict=False):
+        xa, ya = _axes(s["space"])
+        pts = [(json.loads(k), v[0]) for k, v in m.items()]
+        xs = sorted({p[xa] for p, _ in pts})
+        ys = sorted({p[ya] for p, _ in pts}) if ya else [None]
+        grid = np.full((len(ys), len(xs)), np.nan)
+        for p, t in pts:
+            i = ys.index(p[ya]) if ya else 0
+            j = xs.index(p[xa])
+            perf = best_t / t
+            if np.isnan(grid[i, j]) or perf > grid[i, j]:
+                grid[i, j] = perf          # best over the other parameters
+        im = ax.imshow(grid, origin="lower", cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        for k in ref:
+            p = json.loads(k)
+            if p.get(xa) in xs and (not ya or p.get(ya) in ys):
+                i = ys.index(p[ya]) if ya else 0
+                if np.isnan(grid[i, xs.index(p[xa])]):
+                    ax.text(xs.index(p[xa]), i, "x", ha="center", va="center", color="red")
+        ax.set_xticks(range(len(xs)), [str(x) for x in xs], rotation=90)
+        ax.set_xlabel(xa)
+        if ya:
+            ax.set_yticks(range(len(ys)), [str(y) for y in ys])
+            ax.set_ylabel(ya)
+        ax.set_title(f"{s['skeleton']} {s['kernel'][:8]} "
+                     + " ".join(f"{k}={v:g}" for k, v in sorted(s["dataset"].items())
+                                if k in ("n", "rows", "cols") and isinstance(v, (int, float))),
+                     fontsize=9)
+        fig.colorbar(im, ax=ax, label="performance relative to the oracle")
+    for ax in list(axs.flat)[len(plots):]:
+        ax.axis("off")
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    safe = "".join(c if c.isalnum() else "_" for c in prefix)[:32]
+    path = out_dir / f"skelpy-report-{safe}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    _print(f"\nheatmap: {path}")
+
+
+# -- cache ---------------------------------------------------------------------------------------
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    store = _store.get_store()
+    if args.action == "info":
+        info = store.info()
+        _print(f"tuning store: {info['path']}" + ("  (DEGRADED: in memory; "
+                                                  f"{info['reason']})" if info["degraded"] else ""))
+        _print(f"  {info['bytes'] / 1024:.1f} KiB; devices {info['devices']}, kernels "
+               f"{info['kernels']}, scenarios {info['scenarios']}, measurements "
+               f"{info['measurements']}, refusals {info['refusals']}")
+        models = sorted((store.directory / "models").glob("*.pkl")) \
+            if store.directory and not store.degraded else []
+        _print(f"  models: {len(models)}")
+        by_kernel: dict[tuple[str, str], int] = {}
+        for s in store.scenarios():
+            k = (s["kernel"], s["skeleton"])
+            by_kernel[k] = by_kernel.get(k, 0) + 1
+        if by_kernel:
+            _print("  kernels (key, skeleton, scenarios):")
+            for (k, sk), n in sorted(by_kernel.items(), key=lambda kv: -kv[1])[:20]:
+                _print(f"    {k}  {sk:<9} {n}")
+        return 0
+    if args.action == "clear":
+        store.clear()
+        if store.directory is not None and not store.degraded:
+            shutil.rmtree(store.directory / "models", ignore_errors=True)
+        from . import tuner
+
+        tuner.reset()
+        _print(f"cleared {store.path or ':memory:'}")
+        return 0
+    if not args.file:
+        _print(f"skelpy cache {args.action} needs a FILE")
+        return 2
+    if args.action == "export":
+        data = store.export_data()
+        text = json.dumps(data, indent=1, sort_keys=True)
+        if args.file == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            Path(args.file).write_text(text)
+            _print(f"exported {len(data['measurements'])} measurements and "
+                   f"{len(data['refusals'])} refusals to {args.file}")
+        return 0
+    # import
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        data = json.loads(text)
+        added = store.import_data(data)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        _print(f"cannot import {args.file}: {exc}")
+        return 1
+    from . import tuner
+
+    tuner.reset()
+    _print(f"imported {added['measurements']} measurements, {added['refusals']} refusals, "
+           f"{added['scenarios']} new scenarios from {args.file}")
+    return 0
+
+
+# -- entry point ---------------------------------------------------------------------------------
+
+
+def _ints(text: str) -> list[int]:
+    return [int(float(x)) for x in text.split(",") if x.strip()]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="skelpy", description="skelpy: algorithmic skeletons "
+                                "for OpenCL with an embedded autotuner")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("devices", help="list OpenCL devices")
+    d.set_defaults(func=cmd_devices)
+
+    t = sub.add_parser("tune", help="train the tuner (optionally on synthetic programs)")
+    t.add_argument("--synthetic", type=int, default=0, metavar="N",
+                   help="sweep N synthetic programs in exhaustive mode first")
+    t.add_argument("--minutes", type=float, default=None, metavar="M",
+                   help="stop starting new synthetic sweeps after M minutes")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--kinds", default="", help="comma list of stencil,map,zip,reduce")
+    t.add_argument("--sizes-2d", type=_ints, default=[512, 1024], metavar="A,B",
+                   help="matrix sizes (square) for synthetic stencils")
+    t.add_argument("--sizes-1d", type=_ints, default=[1 << 18, 1 << 22], metavar="A,B",
+                   help="vector lengths for synthetic Map/Zip/Reduce")
+    t.add_argument("--no-train", action="store_true", help="measure only")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--report", metavar="KERNEL", default=None,
+                   help="show the measured space of kernels whose key starts with KERNEL")
+    t.add_argument("--out", default=".", help="folder for --report's PNG")
+    t.set_defaults(func=cmd_tune)
+
+    c = sub.add_parser("cache", help="the tuning store")
+    c.add_argument("action", choices=("info", "clear", "export", "import"))
+    c.add_argument("file", nargs="?", help="JSON file for export/import ('-': stdio)")
+    c.set_defaults(func=cmd_cache)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        _print("\ninterrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,570 @@
+"""Per-device models that predict launch parameters (seed 002 ch. 5.5, seed 000 ch. 7).
+
+Three approaches, all trained on the store's measurements of one device and one parameter
+signature (the names of a kernel's launch parameters):
+
+``classifier``
+    a random forest (or one decision tree, like OmniTune's J48) labels each scenario with its
+    fastest measured point; a prediction that is illegal here or refused falls back to the
+    nearest legal point (seed 002 §5.5.1: nearest-neighbour was the best fallback).
+``runtime``
+    a random-forest regressor of log run time from scenario and point features; every legal
+    candidate is scored and the fastest predicted one taken, refused points skipped.
+``speedup``
+    the same, regressing log speedup over the space's default point (seed 002's best).
+
+Coarsening is chosen jointly with the other parameters (argmax over the whole grid) or by
+seed 000's scheme: pick the best point at coarsening 1, then keep doubling the factor while
+the model predicts that it helps.
+
+Fitted forests are packed into plain NumPy arrays (:class:`PackedForest`): prediction needs
+no scikit-learn import, scores all candidates in one vectorised walk, and the pickled model
+does not depend on scikit-learn's version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .features import Schema, cross_columns, is_coarsening, point_columns, scenario_features
+
+MODEL_VERSION = 2
+APPROACHES = ("classifier", "runtime", "speedup")
+COARSEN_STRATEGIES = ("joint", "doubling")
+# Chosen by benchmarks/tuner_eval.py (leave-one-kernel-out over 23 scenarios on an H200,
+# benchmarks/results/tuner_eval_nvidia-h200.json): speedup/joint reached 96.3% of the oracle
+# (geometric mean; 98.3% median), classifier 95.6%, runtime 95.4%; seed 000's doubling
+# scheme lost to choosing coarsening jointly (94.2% vs 96.3%).
+DEFAULT_APPROACH = "speedup"
+DEFAULT_COARSEN = "joint"
+RETRAIN_EVERY = 50         # new measurements of a device before its model is retrained
+MIN_SCENARIOS = 2          # a signature needs this many measured scenarios to be modelled
+
+
+# -- a forest as NumPy arrays -------------------------------------------------------------------
+
+
+class PackedForest:
+    """A fitted scikit-learn tree ensemble (or single tree) flattened into arrays."""
+
+    def __init__(self, estimator: Any, *, classifier: bool = False):
+        trees = getattr(estimator, "estimators_", None) or [estimator]
+        feats, thrs, kids, vals, roots = [], [], [], [], []
+        offset = 0
+        depth = 0
+        self.classifier = classifier
+        for t in trees:
+            tr = t.tree_
+            n = tr.node_count
+            left = tr.children_left.astype(np.int64)
+            right = tr.children_right.astype(np.int64)
+            leaf = left < 0
+            idx = np.arange(n, dtype=np.int64)
+            ch = np.stack([np.where(leaf, idx, left), np.where(leaf, idx, right)], axis=1)
+            kids.append(ch + offset)
+            feats.append(np.where(leaf, 0, tr.feature).astype(np.int64))
+            thrs.append(np.where(leaf, np.inf, tr.threshold).astype(np.float64))
+            v = tr.value[:, 0, :].astype(np.float64)
+            if classifier:
+                s = v.sum(axis=1, keepdims=True)
+                v = v / np.where(s > 0, s, 1.0)
+            else:
+                v = v[:, 0]
+            vals.append(v)
+            roots.append(offset)
+            offset += n
+            depth = max(depth, int(tr.max_depth))
+        self.feature = np.concatenate(feats)
+        self.threshold = np.concatenate(thrs)
+        self.children = np.concatenate(kids).reshape(-1)
+        self.value = np.concatenate(vals)
+        self.roots = np.asarray(roots, np.int64)
+        self.depth = depth
+        self.is_leaf = np.isinf(self.threshold)
+        self.classes = list(getattr(estimator, "classes_", []))
+
+    def leaves(self, X: np.ndarray) -> np.ndarray:
+        """Leaf node of every tree for every row: shape (trees, rows)."""
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        n, m = X.shape
+        flat = X.T.reshape(-1)                      # feature-major: flat[f * n + row]
+        rows = np.arange(n, dtype=np.int64)[None, :]
+        nodes = np.repeat(self.roots[:, None], n, axis=1)
+        feat, thr, kids, leaf = self.feature, self.threshold, self.children, self.is_leaf
+        for level in range(self.depth):
+            x = flat[feat[nodes] * n + rows]
+            nodes = kids[2 * nodes + (x > thr[nodes])]
+            if level % 4 == 3 and leaf[nodes].all():
+                break
+        return nodes
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Mean leaf value: shape (rows,) for regressors, (rows, classes) for classifiers."""
+        return self.value[self.leaves(X)].mean(axis=0)
+
+
+# -- training data ------------------------------------------------------------------------------
+
+
+def signature(names: Sequence[str]) -> str:
+    """Models are per device and per set of launch-parameter names."""
+    return ",".join(names)
+
+
+def space_numeric(space_desc: Mapping[str, Any]) -> dict[str, bool]:
+    return {p["name"]: bool(p.get("numeric", True)) for p in space_desc.get("params", [])}
+
+
+@dataclass
+class ScenarioData:
+    """One scenario's features and measurements, as training and evaluation see it."""
+
+    key: str
+    kernel: str
+    skeleton: str
+    features: dict[str, float]
+    space: dict[str, Any]
+    times: dict[str, float]                 # canonical params JSON -> median seconds
+    refused: set[str] = field(default_factory=set)
+
+    @property
+    def names(self) -> list[str]:
+        return [p["name"] for p in self.space.get("params", [])]
+
+    @property
+    def default_key(self) -> str:
+        return json.dumps(self.space.get("default", {}), sort_keys=True)
+
+    def best(self) -> tuple[str, float]:
+        k = min(self.times, key=self.times.__getitem__)
+        return k, self.times[k]
+
+
+def load_scenarios(store: Any, device: str) -> list[ScenarioData]:
+    """Every scenario of ``device`` in the store with at least one measurement."""
+    meas = store.all_measurements(device)
+    refused = store.all_refusals(device)
+    out = []
+    for s in store.scenarios(device):
+        m = meas.get(s["key"])
+        if not m:
+            continue
+        ref = refused.get(s["key"], set())
+        times = {p: v[0] for p, v in m.items() if p not in ref}
+        if not times:
+            continue
+        feats = scenario_features(s["skeleton"], s["device_features"], s["kernel_features"],
+                                  s["dataset"], s["space"])
+        out.append(ScenarioData(s["key"], s["kernel"], s["skeleton"], feats, s["space"], times,
+                                set(ref)))
+    return out
+
+
+def static_ranking(data: Sequence[ScenarioData]) -> list[str]:
+    """Points measured in every scenario, best geometric-mean performance relative to each
+    scenario's best first (seed 002's "best static" choice is the first)."""
+    if not data:
+        return []
+    common = set.intersection(*(set(sd.times) for sd in data))
+    best = [sd.best()[1] for sd in data]
+
+    def score(p: str) -> float:
+        return sum(math.log(b / sd.times[p]) for b, sd in zip(best, data))
+    return sorted(common, key=score, reverse=True)
+
+
+def _baseline(sd: ScenarioData) -> float:
+    """The space default's time when measured, else the geometric mean of the scenario."""
+    t = sd.times.get(sd.default_key)
+    if t is not None:
+        return t
+    return math.exp(sum(math.log(v) for v in sd.times.values()) / len(sd.times))
+
+
+# -- one model per parameter signature ----------------------------------------------------------
+
+
+@dataclass
+class GroupModel:
+    """The three fitted approaches for one device and one parameter signature."""
+
+    sig: str
+    scen_schema: Schema
+    point_schema: Schema
+    classifier: PackedForest | None = None
+    classes: list[dict] = field(default_factory=list)
+    runtime: PackedForest | None = None
+    speedup: PackedForest | None = None
+    # Points worth scoring: the best few of every training scenario, and the default.
+    # Regressors score only these (and coarsening steps from them), which keeps a decision
+    # well under a millisecond on spaces of thousands of points.
+    plausible: list[str] = field(default_factory=list)
+    n_scenarios: int = 0
+    n_rows: int = 0
+
+    def classify(self, scen: np.ndarray) -> dict | None:
+        if self.classifier is None or not self.classes:
+            return None
+        proba = self.classifier.predict(scen[None, :])[0]
+        return dict(self.classes[int(np.argmax(proba))])
+
+
+def _block(sd: ScenarioData, numeric: Mapping[str, bool]) -> tuple[list[str], dict]:
+    keys = list(sd.times)
+    pts = [json.loads(k) for k in keys]
+    cols = point_columns(pts, sd.names, numeric)
+    cols.update(cross_columns(sd.features, cols))
+    return keys, cols
+
+
+def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
+              max_depth: int = 14, classifier_kind: str = "forest", seed: int = 0,
+              approaches: Sequence[str] = APPROACHES, max_rows: int = 60_000,
+              plausible_top: int = 1, n_jobs: int = 1) -> GroupModel:
+    """Fit the approaches on scenarios sharing one parameter signature."""
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+    from sklearn.tree import DecisionTreeClassifier
+
+    scen_schema = Schema.from_dicts(sd.features for sd in data)
+    numeric = space_numeric(data[0].space) if data else {}
+    blocks = [_block(sd, numeric) for sd in data]
+    point_schema = Schema(name for _, cols in blocks for name in cols)
+    plausible: dict[str, None] = dict.fromkeys(static_ranking(data)[:plausible_top])
+    for sd in data:
+        ranked = sorted(sd.times, key=sd.times.__getitem__)
+        plausible.update(dict.fromkeys(ranked[:plausible_top]))
+        plausible[sd.default_key] = None
+    gm = GroupModel(sig, scen_schema, point_schema, n_scenarios=len(data),
+                    plausible=list(plausible))
+    S = scen_schema.matrix([sd.features for sd in data])
+
+    if "classifier" in approaches:
+        labels = [sd.best()[0] for sd in data]
+        classes = sorted(set(labels))
+        y = np.asarray([classes.index(lb) for lb in labels])
+        if classifier_kind == "tree":
+            clf = DecisionTreeClassifier(max_depth=max_depth, random_state=seed)
+        else:
+            clf = RandomForestClassifier(n_estimators=n_estimators, max_depth=max_depth,
+                                         random_state=seed, n_jobs=n_jobs)
+        clf.fit(S, y)
+        gm.classifier = PackedForest(clf, classifier=True)
+        gm.classes = [json.loads(classes[int(c)]) for c in clf.classes_]
+
+    if "runtime" in approaches or "speedup" in approaches:
+        Xs, y_rt, y_sp = [], [], []
+        for i, (sd, (keys, cols)) in enumerate(zip(data, blocks)):
+            n = len(keys)
+            P = point_schema.from_columns(cols, n)
+            Xs.append(np.hstack([np.repeat(S[i:i + 1], n, axis=0), P]))
+            base = _baseline(sd)
+            t = np.asarray([sd.times[k] for k in keys])
+            y_rt.append(np.log(t))
+            y_sp.append(np.log(base / t))
+        X = np.vstack(Xs)
+        yr, ys = np.concatenate(y_rt), np.concatenate(y_sp)
+        if len(X) > max_rows:
+            idx = np.random.default_rng(seed).choice(len(X), max_rows, replace=False)
+            X, yr, ys = X[idx], yr[idx], ys[idx]
+        gm.n_rows = len(X)
+        for name, target in (("runtime", yr), ("speedup", ys)):
+            if name not in approaches:
+                continue
+            reg = RandomForestRegressor(n_estimators=n_estimators, max_depth=max_depth,
+                                        random_state=seed, n_jobs=n_jobs, max_features=0.6)
+            reg.fit(X, target)
+            setattr(gm, name, PackedForest(reg))
+    return gm
+
+
+@dataclass
+class DeviceModel:
+    device: str
+    n_measurements: int
+    groups: dict[str, GroupModel]
+    trained_at: float = 0.0
+    version: int = MODEL_VERSION
+
+
+def train(store: Any, device: str, **kw: Any) -> DeviceModel:
+    """Fit every signature of ``device`` that has enough measured scenarios."""
+    n = store.count_measurements(device)
+    data = load_scenarios(store, device)
+    by: dict[str, list[ScenarioData]] = {}
+    for sd in data:
+        by.setdefault(signature(sd.names), []).append(sd)
+    groups = {sig: fit_group(sig, sds, **kw) for sig, sds in by.items()
+              if len(sds) >= MIN_SCENARIOS}
+    return DeviceModel(device, n, groups, time.time())
+
+
+# -- choosing a point with a model --------------------------------------------------------------
+
+
+def choose(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
+           refused: set[int], *, approach: str = DEFAULT_APPROACH,
+           coarsen: str = DEFAULT_COARSEN) -> int | dict | None:
+    """The model's pick among ``cand``: an index into it, or (classifier) a point dict that
+    the caller must map to the nearest legal, unrefused point."""
+    scen = gm.scen_schema.vector(scen_feats)
+    if approach == "classifier":
+        pred = gm.classify(scen)
+        if pred is None:
+            return None
+        i = cand.index_of(pred)
+        return i if i is not None and i not in refused else pred
+    forest = gm.runtime if approach == "runtime" else gm.speedup
+    if forest is None:
+        return None
+    scorer = _Scorer(gm, forest, scen, scen_feats, cand, sign=-1.0 if approach == "runtime"
+                     else 1.0)
+    if coarsen == "doubling" and cand.coarsen_names:
+        return _doubling(scorer, cand, refused)
+    idx = [i for i in cand.plausible(gm) if i not in refused]
+    if not idx:
+        idx = [i for i in range(len(cand.points)) if i not in refused]
+    if not idx:
+        return None
+    sc = scorer(idx)
+    return idx[int(np.argmax(sc))]
+
+
+class _Scorer:
+    """Scores candidate indices for one scenario, remembering what it has scored."""
+
+    def __init__(self, gm: GroupModel, forest: PackedForest, scen: np.ndarray,
+                 scen_feats: Mapping[str, float], cand: CandidateSet, sign: float):
+        self.gm, self.forest, self.scen, self.cand, self.sign = gm, forest, scen, cand, sign
+        self.scen_feats = scen_feats
+        self.known: dict[int, float] = {}
+
+    def __call__(self, idx: Sequence[int]) -> np.ndarray:
+        todo = [i for i in idx if i not in self.known]
+        if todo:
+            P = self.cand.matrix(self.gm, self.scen_feats, todo)
+            X = np.empty((len(todo), self.scen.shape[0] + P.shape[1]), np.float32)
+            X[:, :self.scen.shape[0]] = self.scen
+            X[:, self.scen.shape[0]:] = P
+            for i, v in zip(todo, self.forest.predict(X)):
+                self.known[i] = self.sign * float(v)
+        return np.asarray([self.known[i] for i in idx])
+
+
+def _doubling(score: Callable[[Sequence[int]], np.ndarray], cand: CandidateSet,
+              refused: set[int]) -> int | None:
+    """Seed 000: the best point without coarsening, then double a coarsening factor (the
+    most promising one, when there are several) while the model predicts that it helps."""
+    names = cand.coarsen_names
+    lo = {n: min(p[n] for p in cand.points) for n in names}
+    base = [i for i, p in enumerate(cand.points)
+            if all(p[n] == lo[n] for n in names) and i not in refused]
+    if not base:
+        base = [i for i in range(len(cand.points)) if i not in refused]
+        if not base:
+            return None
+    sc = score(base)
+    cur, cur_s = base[int(np.argmax(sc))], float(np.max(sc))
+    while True:
+        steps = []
+        for n in names:
+            p = dict(cand.points[cur])
+            p[n] = p[n] * 2
+            nxt = cand.index_of(p)
+            if nxt is not None and nxt not in refused:
+                steps.append(nxt)
+        if not steps:
+            return cur
+        sc = score(steps)
+        j = int(np.argmax(sc))
+        if not sc[j] > cur_s:
+            return cur
+        cur, cur_s = steps[j], float(sc[j])
+
+
+class CandidateSet:
+    """The legal points of one space with their feature columns, cached per model group."""
+
+    def __init__(self, points: Sequence[Mapping[str, Any]], names: Sequence[str],
+                 numeric: Mapping[str, bool]):
+        self.points = [dict(p) for p in points]
+        self.names = tuple(names)
+        self.numeric = dict(numeric)
+        self._index = {tuple(p[n] for n in self.names): i for i, p in enumerate(self.points)}
+        self.cols = point_columns(self.points, self.names, numeric) if self.points else {}
+        self._base: dict[int, tuple[GroupModel, np.ndarray]] = {}
+        self._plausible: dict[int, tuple[GroupModel, list[int]]] = {}
+        self.coarsen_names = tuple(n for n in self.names if is_coarsening(n)
+                                   and self.numeric.get(n, True))
+
+    def index_of(self, point: Mapping[str, Any]) -> int | None:
+        try:
+            return self._index.get(tuple(point[n] for n in self.names))
+        except (KeyError, TypeError):
+            return None
+
+    def indices(self, keys: Iterable[tuple]) -> set[int]:
+        """Positions of points given as key tuples (values in ``names`` order)."""
+        return {i for i in (self._index.get(k) for k in keys) if i is not None}
+
+    def matrix(self, gm: GroupModel, scen_feats: Mapping[str, float],
+               idx: Sequence[int]) -> np.ndarray:
+        """Point features (with the scenario's cross features) of candidates ``idx``."""
+        hit = self._base.get(id(gm))
+        if hit is None or hit[0] is not gm:
+            hit = self._base[id(gm)] = (gm, gm.point_schema.from_columns(self.cols,
+                                                                          len(self.points)))
+        sel = np.asarray(idx, dtype=np.int64)
+        m = hit[1][sel]
+        sub = {k: v[sel] for k, v in self.cols.items()
+               if k in ("p_items_per_group", "p_wg_r", "p_wg_c", "p_cr", "p_cc")}
+        for k, v in cross_columns(scen_feats, sub).items():
+            j = gm.point_schema.index.get(k)
+            if j is not None:
+                m[:, j] = v
+        return m
+
+    def plausible(self, gm: GroupModel) -> list[int]:
+        hit = self._plausible.get(id(gm))
+        if hit is None or hit[0] is not gm:
+            idx = []
+            for k in gm.plausible:
+                i = self.index_of(json.loads(k))
+                if i is not None:
+                    idx.append(i)
+            hit = self._plausible[id(gm)] = (gm, idx)
+        return hit[1]
+
+
+# -- persistence and retraining -----------------------------------------------------------------
+
+
+def model_path(directory: Path, device: str) -> Path:
+    h = hashlib.sha1(device.encode()).hexdigest()[:16]
+    return directory / "models" / f"{h}.pkl"
+
+
+def save(model: DeviceModel, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump({"version": MODEL_VERSION, "model": model}, f,
+                    protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+
+
+def load(path: Path) -> DeviceModel | None:
+    """A saved model, or None when missing, unreadable or of another version."""
+    try:
+        with open(path, "rb") as f:
+            blob = pickle.load(f)  # noqa: S301 - our own cache file
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
+            TypeError, ValueError):
+        return None
+    if not isinstance(blob, dict) or blob.get("version") != MODEL_VERSION:
+        return None
+    m = blob.get("model")
+    return m if isinstance(m, DeviceModel) else None
+
+
+class ModelManager:
+    """Loads, caches and retrains the device models of one store."""
+
+    def __init__(self, store: Any):
+        self.store = store
+        self._models: dict[str, DeviceModel | None] = {}
+        self._checked: set[str] = set()
+        self._new: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._training: set[str] = set()
+        self.generation = 0          # bumped when a model changes: decision caches drop
+
+    @property
+    def policy(self) -> str:
+        return os.environ.get("SKELPY_TUNE_RETRAIN", "background")
+
+    def _path(self, device: str) -> Path | None:
+        if self.store.degraded or self.store.directory is None:
+            return None
+        return model_path(self.store.directory, device)
+
+    def get(self, device: str) -> DeviceModel | None:
+        if device in self._checked:
+            return self._models.get(device)
+        with self._lock:
+            if device not in self._checked:
+                path = self._path(device)
+                m = load(path) if path is not None else None
+                self._models[device] = m
+                self._checked.add(device)
+                have = m.n_measurements if m is not None else 0
+                try:
+                    now = self.store.count_measurements(device)
+                except Exception:  # noqa: BLE001 - a broken store must not break a call
+                    now = have
+                self._new[device] = now - have
+        if self._new.get(device, 0) >= (RETRAIN_EVERY if self._models.get(device) else 1):
+            self.maybe_retrain(device, force=self._models.get(device) is None)
+        return self._models.get(device)
+
+    def note_measurements(self, device: str, count: int) -> None:
+        """Called after new measurements; retrains once enough accumulated."""
+        self._new[device] = self._new.get(device, 0) + count
+        if self._new[device] >= RETRAIN_EVERY:
+            self.maybe_retrain(device)
+
+    def maybe_retrain(self, device: str, force: bool = False) -> None:
+        policy = self.policy
+        if policy == "off" or device in self._training:
+            return
+        if not force and self._new.get(device, 0) < RETRAIN_EVERY:
+            return
+        if policy == "sync":
+            self.retrain(device)
+            return
+        self._training.add(device)
+        t = threading.Thread(target=self._retrain_bg, args=(device,), daemon=True,
+                             name="skelpy-retrain")
+        t.start()
+
+    def _retrain_bg(self, device: str) -> None:
+        try:
+            self.retrain(device)
+        except Exception:  # noqa: BLE001 - background training must never disturb the user
+            pass
+        finally:
+            self._training.discard(device)
+
+    def retrain(self, device: str, **kw: Any) -> DeviceModel:
+        """Train now, save next to the store, and use it from the next decision on."""
+        m = train(self.store, device, **kw)
+        path = self._path(device)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                save(m, path)
+        with self._lock:
+            self._models[device] = m
+            self._checked.add(device)
+            self._new[device] = 0
+            self.generation += 1
+        return m
+
+    def set(self, device: str, model: DeviceModel | None) -> None:
+        """Install a model (tests, evaluation)."""
+        with self._lock:
+            self._models[device] = model
+            self._checked.add(device)
+            self._new[device] = 0
+            self.generation += 1

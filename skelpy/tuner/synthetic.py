@@ -1,0 +1,327 @@
+"""Synthetic training programs (seed 002 §5.2): varied muscles that exercise the tuner.
+
+OmniTune trained on synthetic stencils generated from a template, parameterised by the
+stencil's reach in four directions, the data type and a simple or complex body; real
+programs were kept for testing. This module writes such muscles as Python source (so the
+translator sees them exactly as user code) for Stencil, and Map/Zip/Reduce muscles of varied
+arithmetic intensity, and runs them in exhaustive mode so the store fills with measurements.
+Kinds whose skeleton is not available in this build of skelpy are skipped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+KINDS = ("stencil", "map", "zip", "reduce")
+# Seed 002 Table 6.3's shapes (north, south, east, west), plus common symmetric ones.
+STENCIL_SHAPES = ((1, 1, 1, 1), (0, 0, 0, 0), (2, 2, 2, 2), (1, 10, 30, 30), (5, 5, 5, 5),
+                  (10, 10, 10, 10), (0, 3, 0, 3), (3, 0, 3, 0), (1, 0, 1, 0), (0, 1, 1, 0),
+                  (4, 4, 1, 1), (1, 1, 4, 4), (20, 10, 20, 10), (3, 3, 3, 3))
+DTYPES = ("float32", "float64", "int32")
+
+_counter = itertools.count()
+
+
+def _compile(src: str, name: str, env: dict[str, Any] | None = None) -> Callable:
+    """Define ``name`` from ``src`` with its source registered in linecache, so the muscle
+    translator can read it back like any function from a file."""
+    filename = f"<skelpy-synthetic-{next(_counter)}>"
+    lines = src.splitlines(keepends=True)
+    linecache.cache[filename] = (len(src), None, lines, filename)
+    ns: dict[str, Any] = {"math": math, "np": np}
+    ns.update(env or {})
+    exec(compile(src, filename, "exec"), ns)  # noqa: S102 - our own generated source
+    return ns[name]
+
+
+def stencil_source(north: int, south: int, east: int, west: int, *, complex_body: bool,
+                   dtype: str = "float32", name: str = "synth") -> str:
+    """Python source of a stencil muscle reading every cell of the N/S/E/W rectangle."""
+    count = (north + south + 1) * (east + west + 1)
+    is_int = dtype.startswith("int") or dtype.startswith("uint")
+    # acc starts as the cell's own type: a float literal would widen float32 to double
+    lines = [f"def {name}(nb):", "    acc = nb[0, 0] * 0"]
+    loop_r = f"range({-north}, {south + 1})"
+    loop_c = f"range({-west}, {east + 1})"
+    if not complex_body:
+        lines += [f"    for dr in {loop_r}:",
+                  f"        for dc in {loop_c}:",
+                  "            acc += nb[dr, dc]"]
+        lines.append(f"    return acc // {count}" if is_int else f"    return acc / {count}.0")
+    else:
+        if is_int:
+            lines += [f"    for dr in {loop_r}:",
+                      f"        for dc in {loop_c}:",
+                      "            v = nb[dr, dc]",
+                      "            if v > nb[0, 0]:",
+                      "                acc += v * 3 - dr",
+                      "            else:",
+                      "                acc += (v ^ dc) % 7",
+                      f"    return acc // {count}"]
+        else:
+            lines += [f"    for dr in {loop_r}:",
+                      f"        for dc in {loop_c}:",
+                      "            v = nb[dr, dc]",
+                      "            if v > nb[0, 0]:",
+                      "                acc += math.sqrt(abs(v) + 1.0) * math.cos(v * 0.5)",
+                      "            else:",
+                      "                acc += math.exp(-abs(v)) - 0.25 * v",
+                      f"    acc = acc / {count}.0",
+                      "    if acc > nb[0, 0]:",
+                      "        return acc * 0.5 - nb[0, 0]",
+                      "    return math.tanh(acc) + nb[0, 0]"]
+    return "\n".join(lines) + "\n"
+
+
+def map_source(intensity: int, *, math_calls: int = 0, name: str = "synth") -> str:
+    """A Map muscle with ``intensity`` multiply-adds and ``math_calls`` math functions."""
+    lines = [f"def {name}(x):", "    y = x"]
+    for k in range(intensity):
+        lines.append(f"    y = y * {0.5 + 0.01 * k!r} + x")
+    fns = ("math.sin", "math.exp", "math.sqrt", "math.cos")
+    for k in range(math_calls):
+        f = fns[k % len(fns)]
+        arg = "abs(y) + 1.0" if f == "math.sqrt" else ("-abs(y)" if f == "math.exp" else "y")
+        lines.append(f"    y = y + {f}({arg})")
+    lines.append("    return y")
+    return "\n".join(lines) + "\n"
+
+
+def zip_source(intensity: int, *, name: str = "synth") -> str:
+    lines = [f"def {name}(x, y, a):", "    r = a * x + y"]
+    for k in range(intensity):
+        lines.append(f"    r = r * x + {0.25 + 0.01 * k!r} * y")
+    lines.append("    return r")
+    return "\n".join(lines) + "\n"
+
+
+REDUCE_OPS = {
+    "sum": "def {name}(a, b):\n    return a + b\n",
+    "max": "def {name}(a, b):\n    return max(a, b)\n",
+    "min": "def {name}(a, b):\n    return min(a, b)\n",
+}
+REDUCE_IDENTITY = {"sum": 0, "max": -math.inf, "min": math.inf}
+
+
+@dataclass
+class Case:
+    """One synthetic program at one size: ``run()`` makes one skeleton call."""
+
+    name: str
+    kind: str
+    size: tuple[int, ...]
+    dtype: str
+    source: str
+    make: Callable[[], Callable[[], Any]] = field(repr=False)
+
+    def prepare(self) -> Callable[[], Any]:
+        """Build the skeleton and its inputs; returns a zero-argument call."""
+        return self.make()
+
+
+def available_kinds() -> set[str]:
+    """The synthetic kinds whose skeleton exists in this build of skelpy."""
+    import skelpy as sk
+
+    have = set()
+    if hasattr(sk, "Stencil"):
+        have.add("stencil")
+    if hasattr(sk, "Map"):
+        have.add("map")
+    if hasattr(sk, "Zip"):
+        have.add("zip")
+    if hasattr(sk, "Reduce"):
+        have.add("reduce")
+    return have
+
+
+def _data(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        return rng.integers(0, 100, size=shape).astype(dt)
+    return rng.random(shape).astype(dt)
+
+
+def stencil_case(shape4: Sequence[int], *, complex_body: bool, dtype: str,
+                 size: tuple[int, int], border: str = "nearest", seed: int = 0) -> Case:
+    n, s, e, w = (int(v) for v in shape4)
+    tag = f"stencil_{n}_{s}_{e}_{w}_{'complex' if complex_body else 'simple'}_{dtype}"
+    src = stencil_source(n, s, e, w, complex_body=complex_body, dtype=dtype, name="muscle")
+
+    def make():
+        import skelpy as sk
+
+        fn = _compile(src, "muscle")
+        shape = sk.Shape(north=n, south=s, east=e, west=w) if hasattr(sk, "Shape") \
+            else max(n, s, e, w)
+        st = sk.Stencil(fn, shape=shape, border=border)
+        m = sk.Matrix(_data(size, dtype, np.random.default_rng(seed)))
+        return lambda: st(m)
+    return Case(f"{tag}@{size[0]}x{size[1]}", "stencil", size, dtype, src, make)
+
+
+def map_case(intensity: int, math_calls: int, *, dtype: str, size: int, seed: int = 0) -> Case:
+    src = map_source(intensity, math_calls=math_calls, name="muscle")
+
+    def make():
+        import skelpy as sk
+
+        fn = _compile(src, "muscle")
+        sk_map = sk.Map(fn)
+        v = sk.Vector(_data((size,), dtype, np.random.default_rng(seed)))
+        return lambda: sk_map(v)
+    return Case(f"map_i{intensity}_m{math_calls}_{dtype}@{size}", "map", (size,), dtype, src,
+                make)
+
+
+def zip_case(intensity: int, *, dtype: str, size: int, seed: int = 0) -> Case:
+    src = zip_source(intensity, name="muscle")
+
+    def make():
+        import skelpy as sk
+
+        fn = _compile(src, "muscle")
+        z = sk.Zip(fn)
+        rng = np.random.default_rng(seed)
+        x = sk.Vector(_data((size,), dtype, rng))
+        y = sk.Vector(_data((size,), dtype, rng))
+        return lambda: z(x, y, 0.5)
+    return Case(f"zip_i{intensity}_{dtype}@{size}", "zip", (size,), dtype, src, make)
+
+
+def reduce_case(op: str, *, dtype: str, size: int, seed: int = 0) -> Case:
+    src = REDUCE_OPS[op].format(name="muscle")
+
+    def make():
+        import skelpy as sk
+
+        fn = _compile(src, "muscle")
+        ident = REDUCE_IDENTITY[op]
+        if np.dtype(dtype).kind in "iu" and not math.isfinite(ident):
+            info = np.iinfo(np.dtype(dtype))
+            ident = info.min if ident < 0 else info.max
+        r = sk.Reduce(fn, identity=ident)
+        v = sk.Vector(_data((size,), dtype, np.random.default_rng(seed)))
+        return lambda: r(v)
+    return Case(f"reduce_{op}_{dtype}@{size}", "reduce", (size,), dtype, src, make)
+
+
+def generate(count: int, *, seed: int = 0, sizes_2d: Sequence[int] = (512, 1024),
+             sizes_1d: Sequence[int] = (1 << 18, 1 << 22),
+             kinds: Iterable[str] | None = None) -> list[Case]:
+    """``count`` synthetic cases, stencils first (as seed 002), then the 1-D kinds, drawn
+    deterministically from ``seed``; kinds not available are left out."""
+    want = set(kinds) if kinds is not None else set(KINDS)
+    try:
+        want &= available_kinds()
+    except ImportError:
+        want = set()
+    rng = np.random.default_rng(seed)
+    pool: list[Case] = []
+    order = [k for k in ("stencil", "map", "zip", "reduce") if k in want]
+    if not order:
+        return []
+    i = 0
+    while len(pool) < count:
+        kind = order[i % len(order)] if "stencil" not in want or i % 2 else "stencil"
+        i += 1
+        if kind == "stencil":
+            if i // 2 < len(STENCIL_SHAPES) and rng.random() < 0.7:
+                shape4 = STENCIL_SHAPES[(i // 2) % len(STENCIL_SHAPES)]
+            else:
+                shape4 = tuple(int(v) for v in rng.integers(0, 6, size=4))
+            size = int(rng.choice(sizes_2d))
+            pool.append(stencil_case(shape4, complex_body=bool(rng.random() < 0.5),
+                                     dtype=str(rng.choice(DTYPES, p=(0.6, 0.2, 0.2))),
+                                     size=(size, size), seed=i))
+        elif kind == "map":
+            pool.append(map_case(int(rng.integers(0, 24)), int(rng.integers(0, 4)),
+                                 dtype=str(rng.choice(("float32", "float64"), p=(0.8, 0.2))),
+                                 size=int(rng.choice(sizes_1d)), seed=i))
+        elif kind == "zip":
+            pool.append(zip_case(int(rng.integers(0, 16)),
+                                 dtype=str(rng.choice(("float32", "float64"), p=(0.8, 0.2))),
+                                 size=int(rng.choice(sizes_1d)), seed=i))
+        else:
+            pool.append(reduce_case(str(rng.choice(tuple(REDUCE_OPS))),
+                                    dtype=str(rng.choice(DTYPES, p=(0.6, 0.2, 0.2))),
+                                    size=int(rng.choice(sizes_1d)), seed=i))
+    return pool[:count]
+
+
+class Progress:
+    """A one-line stderr progress bar (tqdm is not a dependency)."""
+
+    def __init__(self, total: int, *, stream=None, width: int = 28):
+        self.total = max(total, 1)
+        self.done = 0
+        self.start = time.perf_counter()
+        self.stream = stream or sys.stderr
+        self.width = width
+
+    def update(self, label: str = "") -> None:
+        self.done += 1
+        self.show(label)
+
+    def show(self, label: str = "") -> None:
+        frac = min(self.done / self.total, 1.0)
+        filled = int(frac * self.width)
+        el = time.perf_counter() - self.start
+        eta = el / frac - el if frac > 0 else 0.0
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r[{bar}] {self.done}/{self.total} {_mmss(el)} "
+                          f"(~{_mmss(eta)} left) {label[:50]:<50}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def _mmss(s: float) -> str:
+    s = int(max(s, 0))
+    return f"{s // 60:02d}:{s % 60:02d}"
+
+
+def run_cases(cases: Sequence[Case], *, minutes: float | None = None,
+              progress: bool = True, on_case: Callable[[Case, Any], None] | None = None
+              ) -> dict[str, Any]:
+    """Run every case once in exhaustive mode (each sweeps its space into the store) until
+    the time budget ends; returns counts and the cases that failed, with why."""
+    from . import sweep_deadline as _deadline
+    from . import tuning
+
+    deadline = None if minutes is None else time.perf_counter() + 60.0 * minutes
+    bar = Progress(len(cases)) if progress else None
+    done, failed, skipped = [], [], []
+    try:
+        for case in cases:
+            if deadline is not None and time.perf_counter() >= deadline:
+                skipped.append(case.name)
+                continue
+            if bar:
+                bar.show(case.name)
+            try:
+                call = case.prepare()
+                with tuning("exhaustive"), _deadline(deadline):
+                    out = call()
+                if on_case is not None:
+                    on_case(case, out)
+                done.append(case.name)
+            except Exception as exc:  # noqa: BLE001 - report and go on with the others
+                failed.append((case.name, f"{type(exc).__name__}: {str(exc)[:300]}"))
+            if bar:
+                bar.update(case.name)
+    finally:
+        if bar:
+            bar.close()
+    return {"done": done, "failed": failed, "skipped": skipped}
