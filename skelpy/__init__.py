@@ -31,6 +31,7 @@ from .skeletons import (
     StencilSequence,
     Zip,
 )
+from .tuner import tuning
 
 __version__ = "0.1.0"
 
@@ -38,7 +39,7 @@ __all__ = [
     "Vector", "Matrix", "IndexVector", "IndexMatrix",
     "Map", "Zip", "Reduce", "MapReduce", "Scan", "AllPairs",
     "Stencil", "StencilSequence", "Shape",
-    "devices", "use", "current_device", "Device",
+    "devices", "use", "current_device", "Device", "tuning",
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
     "DTypeError", "DeviceError", "ParameterError", "RefusedParameters",
 ]

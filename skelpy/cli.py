@@ -278,6 +278,36 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- bench -------------------------------------------------------------------------------------
+
+
+def _find_benchmarks() -> Path | None:
+    """The checkout holding benchmarks/suite.py (it is not installed with the package)."""
+    cwd = Path.cwd()
+    for root in (cwd, *cwd.parents, Path(__file__).resolve().parents[1]):
+        if (root / "benchmarks" / "suite.py").is_file():
+            return root
+    return None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    root = _find_benchmarks()
+    if root is None:
+        _print("skelpy bench runs the benchmark suite of a source checkout "
+               "(benchmarks/suite.py): run it inside the skelpy repository")
+        return 1
+    sys.path.insert(0, str(root))
+    from benchmarks import suite
+
+    argv = ["--budget-minutes", str(args.budget_minutes)]
+    argv += ["--quick"] if args.quick else []
+    argv += ["--only", args.only] if args.only else []
+    argv += ["--device", args.device] if args.device else []
+    argv += ["--out", args.out] if args.out else []
+    doc = suite.main(argv)
+    return 1 if any(p.get("status") == "failed" for p in doc.get("parts", {}).values()) else 0
+
+
 # -- entry point ---------------------------------------------------------------------------------
 
 
@@ -315,6 +345,18 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("action", choices=("info", "clear", "export", "import"))
     c.add_argument("file", nargs="?", help="JSON file for export/import ('-': stdio)")
     c.set_defaults(func=cmd_cache)
+
+    b = sub.add_parser("bench", help="run the benchmark suite within a time budget and "
+                       "regenerate benchmarks/RESULTS.md")
+    b.add_argument("--budget-minutes", type=float, default=10.0, metavar="M",
+                   help="time budget of the whole suite (default 10)")
+    b.add_argument("--quick", action="store_true", help="at most the quick sizes")
+    b.add_argument("--only", default=None, metavar="NAMES",
+                   help="comma list of parts: map, reduce_scan_allpairs, stencil, extras, "
+                        "tuning, tuner_eval (default: all but tuner_eval)")
+    b.add_argument("--device", default=None, help="sk.use() spec: gpu, cpu, a name part")
+    b.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    b.set_defaults(func=cmd_bench)
     return p
 
 

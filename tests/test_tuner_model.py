@@ -14,7 +14,11 @@ from skelpy import tuner
 from skelpy.tuner import model as tmodel
 from skelpy.tuner import store as tstore
 from skelpy.tuner.features import (
-    Schema, cross_columns, point_columns, point_features, scenario_features,
+    Schema,
+    cross_columns,
+    point_columns,
+    point_features,
+    scenario_features,
 )
 
 DEV = "FakeCL | Fake Device | 1.0"

@@ -98,7 +98,7 @@ def test_map_end_to_end_refusal_from_the_runtime_hook():
     rt = runtime.current()
     f(x)
     first = dict(f.last_launch.params)
-    rt.refuse_hook = lambda skel, params, g, l: params["wg"] == first["wg"]
+    rt.refuse_hook = lambda skel, params, g, local: params["wg"] == first["wg"]
     try:
         tuner.reset()                          # a new process would decide the same
         out = f(x)
