@@ -284,6 +284,10 @@ class _Reduction(Skeleton):
         def run(point):
             wg, items = int(point["wg"]), int(point["items"])
             cap, stages = max(1, int(point["groups"])), int(point["stages"])
+            if acc.kind == "f":
+                # Bound each work-item's serial run: a float32 sum of millions of terms in one
+                # register is inaccurate whatever the tree does afterwards.
+                cap = max(cap, -(-n // (wg * SERIAL_LIMIT)))
             chunk = wg * items
             chunks = -(-n // chunk)
             per = -(-chunks // min(chunks, cap)) * chunk
@@ -415,6 +419,9 @@ def device_options(rt: _rt.Runtime) -> tuple[str, ...]:
     if "nvidia" in rt.device.platform.lower():
         opts += ("-DSKP_NVIDIA=1",)
     return opts
+
+
+SERIAL_LIMIT = 1 << 14        # most elements one work-item folds serially in a float reduction
 
 
 def one_launch_ok(rt: _rt.Runtime) -> bool:
