@@ -134,6 +134,7 @@ class Plan:
     spaces: dict[int, ParamSpace] = field(default_factory=dict)
     kernel_max_wg: int | None = None
     last_kernel: tuple | None = None
+    requests: dict = field(default_factory=dict)
 
     def kernel(self, rt: _rt.Runtime, point: Mapping) -> cl.Kernel:
         last = self.last_kernel
@@ -205,11 +206,24 @@ class Skeleton:
         return dict(params)
 
     def _run_tuned(self, plan: Plan, rt: _rt.Runtime, dataset: dict, params,
-                   run: Callable) -> tuner.Outcome:
-        req = tuner.TuningRequest(
-            skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
-            space=plan.space(rt), dataset=dataset, features=plan.features,
-            forced=params, run=run, origin=self.origin)
+                   run: Callable, dataset_key=None) -> tuner.Outcome:
+        """Launch through the tuner. With ``dataset_key`` the request is kept on the plan and
+        reused by later calls of the same size (a repeated call then costs a few look-ups)."""
+        req = None
+        if dataset_key is not None:
+            key = (id(rt), dataset_key)
+            req = plan.requests.get(key)
+            if req is not None:
+                req.forced, req.run = params, run
+        if req is None:
+            req = tuner.TuningRequest(
+                skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
+                space=plan.space(rt), dataset=dataset, features=plan.features,
+                forced=params, run=run, origin=self.origin)
+            if dataset_key is not None:
+                if len(plan.requests) > 256:
+                    plan.requests.clear()
+                plan.requests[(id(rt), dataset_key)] = req
         try:
             return tuner.execute(req)
         except ParameterError as exc:

@@ -104,13 +104,15 @@ class _Elementwise(Skeleton):
         dataset = {"n": float(n), "rows": float(shape[0]),
                    "cols": float(shape[1] if len(shape) > 1 else 1),
                    "dtype_size": float(plan.out_dtype.itemsize)}
-        outcome = self._run_tuned(plan, rt, dataset, forced, run)
+        outcome = self._run_tuned(plan, rt, dataset, forced, run, dataset_key=shape)
         out._device_written()
         self._record(outcome, launched["g"], launched["l"])
         return out
 
     # -- helpers ---------------------------------------------------------------------------
     def _as_input(self, value, k: int):
+        if isinstance(value, (Container, IndexSpace)):
+            return value
         if isinstance(value, (list, tuple)):
             value = np.asarray(value)
         if isinstance(value, (bool, int, float, complex, np.generic)):
