@@ -232,3 +232,11 @@ def test_model_mode_uses_the_model_for_a_new_kernel():
     assert out.source == "model"
     assert out.params["wg"] in (8, 16, 32) and out.params["blocked"] == 0
     np.testing.assert_array_equal(out.result, kern.expected)
+
+
+def test_default_method_depends_on_the_device_kind():
+    assert tmodel.default_method({"dev_is_gpu": 1.0}) == (tmodel.DEFAULT_APPROACH,
+                                                         tmodel.DEFAULT_COARSEN)
+    assert tmodel.default_method({"dev_is_gpu": 0.0}) == tmodel.DEFAULTS_BY_KIND["cpu"]
+    for approach, coarsen in tmodel.DEFAULTS_BY_KIND.values():
+        assert approach in tmodel.APPROACHES and coarsen in tmodel.COARSEN_STRATEGIES

@@ -409,9 +409,9 @@ def _predict(req: TuningRequest, st: _State, mgr: _model.ModelManager,
         return None
     cand = info.candidates
     refused = cand.indices(st.refused)
+    d_approach, d_coarsen = _model.default_method(req.device.features)
     pick = _model.choose(gm, _features(req, st), cand, refused,
-                         approach=approach or _model.DEFAULT_APPROACH,
-                         coarsen=coarsen or _model.DEFAULT_COARSEN)
+                         approach=approach or d_approach, coarsen=coarsen or d_coarsen)
     if pick is None:
         return None
     if isinstance(pick, int):

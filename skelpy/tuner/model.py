@@ -50,6 +50,17 @@ COARSEN_STRATEGIES = ("joint", "doubling")
 # scheme lost to choosing coarsening jointly (94.2% vs 96.3%).
 DEFAULT_APPROACH = "speedup"
 DEFAULT_COARSEN = "joint"
+# On PoCL (2-core CPU, 15 scenarios of 80 sampled points each, benchmarks/results/
+# tuner_eval_pthread-haswell-amd-epyc_quick.json) the runtime regressor with seed 000's
+# doubling did best (64% of the oracle vs 44% for speedup/joint); the CPU measurements were
+# noisy (a shared machine), so this choice is provisional.
+DEFAULTS_BY_KIND = {"gpu": (DEFAULT_APPROACH, DEFAULT_COARSEN), "cpu": ("runtime", "doubling")}
+
+
+def default_method(device_features: Mapping[str, float]) -> tuple[str, str]:
+    """The (approach, coarsening strategy) measured best for this kind of device."""
+    kind = "gpu" if device_features.get("dev_is_gpu", 1.0) else "cpu"
+    return DEFAULTS_BY_KIND.get(kind, (DEFAULT_APPROACH, DEFAULT_COARSEN))
 RETRAIN_EVERY = 50         # new measurements of a device before its model is retrained
 MIN_SCENARIOS = 2          # a signature needs this many measured scenarios to be modelled
 
