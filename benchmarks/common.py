@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from skelpy.runtime import event_seconds as runtime_event_seconds
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -26,11 +28,7 @@ def event_seconds(events) -> float:
     """Device seconds of one event or a list of events (summed)."""
     if isinstance(events, cl.Event):
         events = [events]
-    total = 0.0
-    for e in events:
-        e.wait()
-        total += (e.profile.end - e.profile.start) * 1e-9
-    return total
+    return sum(runtime_event_seconds(e) for e in events)
 
 
 def time_events(run: Callable[[], object], *, reps: int = 10, warmup: int = 2,

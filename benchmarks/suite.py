@@ -570,26 +570,6 @@ def _tuning_cases(args) -> list[tuple[str, str, Callable[[], tuple[Any, tuple]]]
     return cases
 
 
-def _capture(skel, sargs) -> list:
-    """The tuning requests one call makes (the tuner's entry point, spied on)."""
-    from skelpy import tuner
-
-    got: list = []
-    orig = tuner.execute
-
-    def spy(req):
-        got.append(req)
-        return orig(req)
-
-    tuner.execute = spy
-    try:
-        with tuner.tuning("off"):
-            skel(*sargs)
-    finally:
-        tuner.execute = orig
-    return got
-
-
 def _sample(space, max_points: int, keep: list[dict]):
     """A deterministic sample of a request's legal points (hash of the point), always with
     the default and the points in ``keep``: an exhaustive sweep that fits the time box."""
@@ -679,7 +659,9 @@ def _tune_case(name: str, size: str, build, reps: int, seconds: float, max_point
     off, cur, p = _paired(skel, sargs, reps)
     modes["model"] = {"seconds": cur, "off_seconds": off, "params": p,
                       "source": getattr(skel.last_launch, "source", "")}
-    reqs = _capture(skel, sargs)
+    from benchmarks.tuner_eval import capture_request
+
+    reqs = capture_request(lambda: skel(*sargs))
     # online: each call measures one candidate near the best so far, until it settles
     # (a call answered from the decision cache); the time box is split between the requests
     calls, settled = 0, 0

@@ -41,7 +41,7 @@ from .base import (
     ArrayArg,
     Plan,
     Skeleton,
-    classify_extra,
+    classify_extras,
     extra_kernel_args,
     extra_kernel_params,
     feature_dict,
@@ -103,11 +103,7 @@ class AllPairs(Skeleton):
         if d != d2:
             raise self._error(ShapeError, f"A {a.shape} and B {b.shape} must have the same "
                               "number of columns (AllPairs pairs rows; for A @ B pass B.T)")
-        extras_desc, extras_val = [], []
-        for k, value in enumerate(extras):
-            dsc, v = classify_extra(value, self.origin, k + 1)
-            extras_desc.append(dsc)
-            extras_val.append(v)
+        extras_desc, extras_val = classify_extras(extras, self.origin)
         forced = self._check_params_arg(params)
         sig = (a.dtype, b.dtype, tuple(extras_desc))
         rt = _rt.current()

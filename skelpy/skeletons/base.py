@@ -72,6 +72,16 @@ def classify_extra(value, origin: str, position: int):
                      "or ndarray)")
 
 
+def classify_extras(values: Sequence, origin: str) -> tuple[list, list]:
+    """:func:`classify_extra` over every extra argument: (descriptions, values)."""
+    descs, vals = [], []
+    for k, value in enumerate(values):
+        d, v = classify_extra(value, origin, k + 1)
+        descs.append(d)
+        vals.append(v)
+    return descs, vals
+
+
 def scalar_value(value, dtype: np.dtype):
     """A Python/NumPy scalar as the kernel argument of ``dtype`` (bool travels as uchar)."""
     if dtype == np.bool_:
@@ -134,7 +144,6 @@ class Plan:
     spaces: dict[int, ParamSpace] = field(default_factory=dict)
     kernel_max_wg: int | None = None
     last_kernel: tuple | None = None
-    requests: dict = field(default_factory=dict)
 
     def kernel(self, rt: _rt.Runtime, point: Mapping) -> cl.Kernel:
         last = self.last_kernel
@@ -198,6 +207,15 @@ class Skeleton:
     def _error(self, cls, message: str) -> SkelpyError:
         return cls(f"{self.origin}: {message}")
 
+    def _data_input(self, x) -> Container:
+        """The one data input of Reduce/Scan: a container or ndarray (not an index space)."""
+        if isinstance(x, (list, tuple)):
+            x = np.asarray(x)
+        if isinstance(x, IndexSpace) or not isinstance(x, (Container, np.ndarray)):
+            raise self._error(DTypeError, "the input must be a Vector, Matrix or ndarray, got "
+                              f"{type(x).__name__}")
+        return as_container(x, f"{self.origin}: input")
+
     def _check_params_arg(self, params) -> dict | None:
         if params is None:
             return None
@@ -206,24 +224,11 @@ class Skeleton:
         return dict(params)
 
     def _run_tuned(self, plan: Plan, rt: _rt.Runtime, dataset: dict, params,
-                   run: Callable, dataset_key=None) -> tuner.Outcome:
-        """Launch through the tuner. With ``dataset_key`` the request is kept on the plan and
-        reused by later calls of the same size (a repeated call then costs a few look-ups)."""
-        req = None
-        if dataset_key is not None:
-            key = (id(rt), dataset_key)
-            req = plan.requests.get(key)
-            if req is not None:
-                req.forced, req.run = params, run
-        if req is None:
-            req = tuner.TuningRequest(
-                skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
-                space=plan.space(rt), dataset=dataset, features=plan.features,
-                forced=params, run=run, origin=self.origin)
-            if dataset_key is not None:
-                if len(plan.requests) > 256:
-                    plan.requests.clear()
-                plan.requests[(id(rt), dataset_key)] = req
+                   run: Callable) -> tuner.Outcome:
+        req = tuner.TuningRequest(
+            skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
+            space=plan.space(rt), dataset=dataset, features=plan.features,
+            forced=params, run=run, origin=self.origin)
         try:
             return tuner.execute(req)
         except ParameterError as exc:

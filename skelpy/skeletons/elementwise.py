@@ -31,7 +31,7 @@ from .base import (
     Plan,
     Skeleton,
     check_same_shape,
-    classify_extra,
+    classify_extras,
     extra_kernel_args,
     extra_kernel_params,
     feature_dict,
@@ -54,11 +54,7 @@ class _Elementwise(Skeleton):
             raise self._error(ShapeError, f"needs {n_in} input container(s), got {len(args)}")
         inputs = [self._as_input(a, k) for k, a in enumerate(args[:n_in])]
         shape = check_same_shape(self.origin, inputs)
-        extras_desc, extras_val = [], []
-        for k, value in enumerate(args[n_in:]):
-            d, v = classify_extra(value, self.origin, k + 1)
-            extras_desc.append(d)
-            extras_val.append(v)
+        extras_desc, extras_val = classify_extras(args[n_in:], self.origin)
         forced = self._check_params_arg(params)
         odt = self.out_dtype if out_dtype is None else np.dtype(out_dtype)
 
@@ -105,7 +101,7 @@ class _Elementwise(Skeleton):
         dataset = {"n": float(n), "rows": float(shape[0]),
                    "cols": float(shape[1] if len(shape) > 1 else 1),
                    "dtype_size": float(plan.out_dtype.itemsize)}
-        outcome = self._run_tuned(plan, rt, dataset, forced, run, dataset_key=shape)
+        outcome = self._run_tuned(plan, rt, dataset, forced, run)
         out._device_written()
         self._record(outcome, launched["g"], launched["l"])
         return out

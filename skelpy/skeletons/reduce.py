@@ -61,7 +61,7 @@ from .base import (
     Plan,
     Skeleton,
     check_same_shape,
-    classify_extra,
+    classify_extras,
     extra_kernel_args,
     extra_kernel_params,
     feature_dict,
@@ -230,11 +230,7 @@ class _Reduction(Skeleton):
     # -- one call ---------------------------------------------------------------------------
     def _reduce(self, inputs: list, extras: list, params, map_muscle: Muscle | None):
         shape = check_same_shape(self.origin, inputs)
-        extras_desc, extras_val = [], []
-        for k, value in enumerate(extras):
-            d, v = classify_extra(value, self.origin, k + 1)
-            extras_desc.append(d)
-            extras_val.append(v)
+        extras_desc, extras_val = classify_extras(extras, self.origin)
         forced = self._check_params_arg(params)
         axis = self.axis
         ndim = len(shape)
@@ -539,13 +535,7 @@ class Reduce(_Reduction):
 
     def __call__(self, x, *, params: Mapping | None = None) -> np.generic | Vector:
         """Fold all elements (or along ``axis``); a scalar, or a Vector for an axis fold."""
-        if isinstance(x, (list, tuple)):
-            x = np.asarray(x)
-        if isinstance(x, IndexSpace) or not isinstance(x, (Container, np.ndarray)):
-            raise self._error(DTypeError, "the input must be a Vector, Matrix or ndarray, got "
-                              f"{type(x).__name__}")
-        c = as_container(x, f"{self.origin}: input")
-        return self._reduce([c], [], params, None)
+        return self._reduce([self._data_input(x)], [], params, None)
 
 
 class MapReduce(_Reduction):

@@ -32,9 +32,8 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import Container, IndexSpace, Matrix, Vector, as_container, empty_like_shape
+from ..containers import Matrix, Vector, empty_like_shape
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
-from ..errors import DTypeError
 from ..muscle.params import Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
 from .base import Plan, Skeleton, feature_dict, fp64_check, source_key
@@ -70,12 +69,7 @@ class Scan(Skeleton):
 
     def __call__(self, x, *, params: Mapping | None = None) -> Vector | Matrix:
         """Scan all elements; the result stays on the device until read."""
-        if isinstance(x, (list, tuple)):
-            x = np.asarray(x)
-        if isinstance(x, IndexSpace) or not isinstance(x, (Container, np.ndarray)):
-            raise self._error(DTypeError, "the input must be a Vector, Matrix or ndarray, got "
-                              f"{type(x).__name__}")
-        c = as_container(x, f"{self.origin}: input")
+        c = self._data_input(x)
         forced = self._check_params_arg(params)
         rt = _rt.current()
         sig = (c.dtype,)
