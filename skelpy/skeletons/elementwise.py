@@ -87,14 +87,16 @@ class _Elementwise(Skeleton):
         def run(point):
             wg, c, vw = int(point["wg"]), int(point["coarsen"]), int(point["vw"])
             chunks = -(-n // vw)
-            if point["blocked"]:
+            if wg == 0:                    # the OpenCL runtime chooses (local_size=None)
+                gsize, lsize = -(-chunks // c), None
+            elif point["blocked"]:
                 items = -(-chunks // c)
-                gsize = -(-items // wg) * wg
+                gsize, lsize = -(-items // wg) * wg, (wg,)
             else:
-                gsize = -(-chunks // (wg * c)) * wg
+                gsize, lsize = -(-chunks // (wg * c)) * wg, (wg,)
             kernel = plan.kernel(rt, point)
-            launched["g"], launched["l"] = (gsize,), (wg,)
-            ev = rt.launch(kernel, (gsize,), (wg,), fixed, params=point, skeleton=self.kind)
+            launched["g"], launched["l"] = (gsize,), lsize
+            ev = rt.launch(kernel, (gsize,), lsize, fixed, params=point, skeleton=self.kind)
             out._device_written()          # the tuner may read the result between runs
             return out, [ev]
 
@@ -234,7 +236,8 @@ def _space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
 
     def legal(p) -> bool:
         wg = int(p["wg"])
-        return 1 <= wg <= wmax and (p["blocked"] in (0, 1)) and int(p["coarsen"]) >= 1 \
+        # wg=0 (only when forced) leaves the work-group size to the OpenCL runtime
+        return 0 <= wg <= wmax and (p["blocked"] in (0, 1)) and int(p["coarsen"]) >= 1 \
             and int(p["vw"]) in VW_VALUES
 
     return ParamSpace(params, {"wg": default_wg, "coarsen": 1, "blocked": 0,

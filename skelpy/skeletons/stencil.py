@@ -612,7 +612,11 @@ def _space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
     def legal(p) -> bool:
         wr, wc, cr, cc, local = (int(p["wg_r"]), int(p["wg_c"]), int(p["cr"]), int(p["cc"]),
                                  int(p["local"]))
-        if min(wr, wc, cr, cc) < 1 or local not in (0, 1) or p["local"] not in (0, 1):
+        if local not in (0, 1) or p["local"] not in (0, 1) or min(cr, cc) < 1:
+            return False
+        if wr == 0 and wc == 0:           # the runtime chooses (forced only): no local tile
+            return not local
+        if min(wr, wc) < 1:
             return False
         if wr > max_r or wc > max_c or wr * wc > dev.max_work_group_size:
             return False
@@ -711,8 +715,11 @@ class _Bound:
         def run(point):
             wr, wc, cr, cc = (int(point["wg_r"]), int(point["wg_c"]), int(point["cr"]),
                               int(point["cc"]))
-            gsize = (-(-cols // (wc * cc)) * wc, -(-rows // (wr * cr)) * wr)
-            lsize = (wc, wr)
+            if wr == 0 and wc == 0:       # the OpenCL runtime chooses (local_size=None)
+                gsize, lsize = (-(-cols // cc), -(-rows // cr)), None
+            else:
+                gsize = (-(-cols // (wc * cc)) * wc, -(-rows // (wr * cr)) * wr)
+                lsize = (wc, wr)
             args = list(fixed)
             if int(point["local"]):
                 args.append(_local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
