@@ -127,7 +127,13 @@ class Container:
     # -- device side ------------------------------------------------------------------------
     @classmethod
     def _from_device(cls, buffer, shape, dtype, runtime):
-        return cls(shape=shape, dtype=dtype, _device_buffer=buffer, _runtime=runtime)
+        """A container whose only copy is ``buffer`` (a skeleton's result); shape and dtype
+        are trusted, which keeps this off the per-call overhead."""
+        self = object.__new__(cls)
+        self._shape, self._dtype = shape, dtype
+        self._host, self._host_valid = None, False
+        self._buffer, self._device_valid, self._runtime = buffer, True, runtime
+        return self
 
     def device_buffer(self, rt: _rt.Runtime | None = None):
         """The device buffer, uploading the host data first if it is newer."""
@@ -266,4 +272,4 @@ def empty_like_shape(shape: tuple[int, ...], dtype, runtime: _rt.Runtime) -> Con
     nbytes = math.prod(shape) * dt.itemsize
     buf = runtime.allocate(nbytes)
     cls = Vector if len(shape) == 1 else Matrix
-    return cls._from_device(buf, shape, dt, runtime)
+    return cls._from_device(buf, tuple(int(s) for s in shape), dt, runtime)

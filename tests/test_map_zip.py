@@ -307,7 +307,7 @@ def test_failed_call_leaves_inputs_untouched():
     with pytest.raises(sk.ShapeError):
         z(v, np.zeros(3, np.float32))
     with pytest.raises(sk.ParameterError):
-        z(v, v, params={"wg": 0})
+        z(v, v, params={"wg": -1})
     np.testing.assert_array_equal(x, keep)
     assert_same(z(v, v).to_numpy(), keep * 2)
 

@@ -191,8 +191,25 @@ class Skeleton:
     def __init__(self, muscle, *, out_dtype=None):
         self.muscle = muscle if isinstance(muscle, Muscle) else Muscle(muscle)
         self.out_dtype = None if out_dtype is None else check_dtype(out_dtype, "out_dtype")
-        self.last_launch: _rt.Launch | None = None
+        self._last_launch: _rt.Launch | None = None
+        self._pending_launch: tuple | None = None
         self._plans: dict[tuple, Plan] = {}
+
+    @property
+    def last_launch(self) -> _rt.Launch | None:
+        """What the latest call ran (parameters, sizes, events, refusals, decision source)."""
+        pending = self._pending_launch
+        if pending is not None:
+            params, gsize, lsize, event = pending
+            self._last_launch = _rt.Launch(self.kind, dict(params), gsize, lsize, [event], [],
+                                           "cache")
+            self._pending_launch = None
+        return self._last_launch
+
+    @last_launch.setter
+    def last_launch(self, launch: _rt.Launch | None) -> None:
+        self._pending_launch = None
+        self._last_launch = launch
 
     @property
     def origin(self) -> str:

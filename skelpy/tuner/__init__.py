@@ -84,6 +84,30 @@ class Outcome:
     refused: list
     source: str     # forced | cache | store | model | default | online | exhaustive | off,
                     # with "+fallback" when a refusal moved it to the nearest legal point
+    ticket: Ticket | None = None    # set when the next identical call may skip the tuner
+
+
+class Ticket:
+    """Proof that a scenario's decision is settled: while :func:`ticket_valid` holds, a repeat
+    of the same call would get the same point from the decision cache, so a skeleton may
+    launch it again without building a request (the call overhead is what users of tiny
+    inputs feel)."""
+
+    __slots__ = ("state", "point", "mode", "store")
+
+    def __init__(self, state, point, mode, store):
+        self.state, self.point, self.mode, self.store = state, point, mode, store
+
+
+def ticket_valid(t: Ticket) -> bool:
+    """Cheap re-check of everything :func:`_decide`'s cache hit depends on."""
+    st = t.state
+    if st.decision is not t.point or _store._store is not t.store or _store.store_changed():
+        return False
+    if (_mode if _mode is not None else get_mode()) != t.mode:
+        return False
+    g = st.generation
+    return g < 0 or (_manager is not None and g == _manager.generation)
 
 
 # -- modes ---------------------------------------------------------------------------------------
@@ -456,7 +480,10 @@ def execute(req: TuningRequest) -> Outcome:
     if mode == "online" and not st.converged:
         return _online(req, st)
     point, source = _decide(req, st, mode)
-    return _run(req, st, point, source, remember=mode != "off")
+    out = _run(req, st, point, source, remember=mode != "off")
+    if mode != "off" and st.decision is out.params and not out.refused:
+        out.ticket = Ticket(st, out.params, mode, _store._store)
+    return out
 
 
 def _run(req: TuningRequest, st: _State, params: Point, source: str, *,
