@@ -351,13 +351,18 @@ def sample(dtype, size, rng):
 
 # -- timing ---------------------------------------------------------------------------------------
 
-SWEEP_GPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=lo)
+SWEEP_GPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=lo, vec=1)
              for lo in (0, 1) for (r, c) in ((4, 32), (8, 32), (16, 16), (4, 64), (2, 128),
                                               (8, 64), (1, 256))
-             for cr in (1, 2, 4)]
-SWEEP_CPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=cc, local=0)
+             for cr in (1, 2, 4)] + [
+    dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=0, vec=4)
+    for (r, c) in ((8, 32), (2, 64), (4, 64), (1, 128)) for cr in (1, 2, 4)]
+SWEEP_CPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=cc, local=0, vec=1)
              for (r, c) in ((4, 64), (1, 64), (8, 32), (4, 16), (16, 16), (1, 256))
-             for cr, cc in ((1, 1), (2, 1), (2, 2))] + [dict(wg_r=8, wg_c=32, cr=1, cc=1, local=1)]
+             for cr, cc in ((1, 1), (2, 1), (2, 2))] + [
+    dict(wg_r=8, wg_c=32, cr=1, cc=1, local=1, vec=1)] + [
+    dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=0, vec=4)
+    for (r, c) in ((8, 32), (4, 16), (4, 64)) for cr in (1, 2)]
 
 
 def time_skelpy(st, m, reps, params=None):
@@ -427,11 +432,13 @@ def bandwidth_sweep(rt, sizes, reps) -> list[dict]:
         m = sk.Matrix(host)
         copy_bw = copy_bandwidth(rt.queue, nbytes=host.nbytes, reps=reps)
         results = []
-        for lo, (r, c), cr, cc in itertools.product(
+        for lo, (r, c), cr, cc, vec in itertools.product(
                 (0, 1), ((1, 64), (1, 128), (1, 256), (2, 64), (2, 128), (4, 32), (4, 64),
                          (8, 32), (16, 16), (8, 64), (4, 128), (1, 512), (2, 256), (1, 1024)),
-                (1, 2, 4, 8), (1, 2, 4)):
-            p = dict(wg_r=r, wg_c=c, cr=cr, cc=cc, local=lo)
+                (1, 2, 4, 8), (1, 2, 4), (1, 2, 4)):
+            if vec > 1 and (lo or cc > 1):
+                continue                          # not legal: the vector path is direct
+            p = dict(wg_r=r, wg_c=c, cr=cr, cc=cc, local=lo, vec=vec)
             try:
                 t, _ = time_skelpy(st, m, reps, params=p)
             except sk.SkelpyError:

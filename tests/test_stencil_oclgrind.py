@@ -1,5 +1,6 @@
 """The stencil kernel under the oclgrind simulator: no invalid memory access, no data race
-(local-memory tile staging, barriers, edge groups, coarsening) at awkward sizes."""
+(local-memory tile staging, barriers, edge groups, coarsening, the vector path with aligned
+and unaligned rows) at awkward sizes."""
 
 from __future__ import annotations
 
@@ -35,14 +36,16 @@ SCRIPT = textwrap.dedent('''
     for mode in ["constant", "reflect", "wrap", "mirror", "nearest"]:
         st = sk.Stencil(lambda nb, o: nb[-1, 0] + 2 * nb[3, -2] - nb[0, 3] + o[1, 0] * 0.5,
                         border=mode, cval=-1.0)
-        for shape in [(1, 1), (5, 3), (13, 7), (9, 33)]:
+        for shape in [(1, 1), (5, 3), (13, 7), (9, 33), (10, 40)]:
             a = rng.standard_normal(shape).astype(np.float32)
             b = rng.standard_normal(shape).astype(np.float32)
             want = ref(a, b, mode, -1.0)
             for p in [{"local": 1, "wg_r": 4, "wg_c": 8, "cr": 1, "cc": 1},
                       {"local": 1, "wg_r": 3, "wg_c": 5, "cr": 2, "cc": 2},
                       {"local": 1, "wg_r": 1, "wg_c": 2, "cr": 1, "cc": 4},
-                      {"local": 0, "wg_r": 2, "wg_c": 4, "cr": 2, "cc": 1}]:
+                      {"local": 0, "wg_r": 2, "wg_c": 4, "cr": 2, "cc": 1},
+                      {"local": 0, "wg_r": 2, "wg_c": 2, "cr": 2, "cc": 1, "vec": 4},
+                      {"local": 0, "wg_r": 1, "wg_c": 4, "cr": 1, "cc": 1, "vec": 2}]:
                 got = st(a, b, params=p).to_numpy()
                 assert np.allclose(got, want, atol=1e-5), (mode, shape, p)
                 checked += 1

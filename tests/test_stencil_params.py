@@ -27,17 +27,23 @@ def test_large_matrix_1000x999(mode, rng):
 
 def test_every_launch_parameter_of_a_small_grid(rng):
     """Every point of wg (rows x cols) in {1x1, 3x8} x cr {1, 3} x cc {1, 2} x local {0, 1}
-    (odd sizes on purpose), on sizes smaller than, equal to and larger than one group's tile;
-    larger groups are exercised by the tests below."""
+    with scalar accesses, and wg x cr x vec {2, 4} for the vector path (odd sizes on
+    purpose), on sizes smaller than, equal to and larger than one group's tile, with column
+    counts that are and are not multiples of the vector width; larger groups are exercised
+    by the tests below."""
     s = sk.Shape(north=2, south=1, east=3, west=1)
     w = weights_for(s, rng, np.float32, density=0.4).astype(np.float32)
-    sizes = [(1, 1), (5, 3), (37, 70)]
+    sizes = [(1, 1), (5, 3), (37, 70), (40, 96)]
     data = [sample(rng, np.float32, sz) for sz in sizes]
     wants = [pad_correlate(a, w, s, "reflect") for a in data]
     st = weighted(w, s, "reflect", dense=False)
-    grid = itertools.product([(1, 1), (3, 8)], [1, 3], [1, 2], [0, 1])
-    for (wr, wc), cr, cc, local in grid:
-        p = {"wg_r": wr, "wg_c": wc, "cr": cr, "cc": cc, "local": local}
+    grid = [{"wg_r": wr, "wg_c": wc, "cr": cr, "cc": cc, "local": local, "vec": 1}
+            for (wr, wc), cr, cc, local
+            in itertools.product([(1, 1), (3, 8)], [1, 3], [1, 2], [0, 1])]
+    grid += [{"wg_r": wr, "wg_c": wc, "cr": cr, "cc": 1, "local": 0, "vec": vec}
+             for (wr, wc), cr, vec in itertools.product([(1, 1), (3, 8)], [1, 3], [2, 4])]
+    for p in grid:
+        wr, wc = p["wg_r"], p["wg_c"]
         for a, want in zip(data, wants):
             got = st(a, params=p).to_numpy()
             assert_close(got, want, w, a)
@@ -62,7 +68,7 @@ def test_last_launch_reports_params_sizes_and_time(rng):
                                                     "local": 1})
     ll = st.last_launch
     assert ll.skeleton == "stencil"
-    assert ll.params == {"wg_r": 2, "wg_c": 16, "cr": 2, "cc": 1, "local": 1}
+    assert ll.params == {"wg_r": 2, "wg_c": 16, "cr": 2, "cc": 1, "local": 1, "vec": 1}
     assert ll.local_size == (16, 2)
     assert ll.global_size == (64, 50)             # ceil(50/16)*16, ceil(100/4)*2
     assert ll.kernel_time > 0
@@ -79,6 +85,24 @@ def test_illegal_params_are_rejected():
         st(a, params={"wg_r": 4096, "wg_c": 4096})
     with pytest.raises(sk.ParameterError):
         st(a, params={"local": 2})
+    with pytest.raises(sk.ParameterError):         # the vector path reads no local tile
+        st(a, params={"local": 1, "vec": 4})
+    with pytest.raises(sk.ParameterError):
+        st(a, params={"vec": 3})
+
+
+def test_open_parameters_are_completed_legally():
+    """Forcing local=1 alone must work even where the default point uses the vector path
+    (which excludes it): the open parameters take the nearest legal values."""
+    st = sk.Stencil(lambda nb: nb[0, 1] + nb[1, 0], shape=1)
+    a = np.arange(30, dtype=np.float32).reshape(5, 6)
+    want = pad_correlate(a, np.array([[0, 0, 0], [0, 0, 1], [0, 1, 0]], np.float32), 1,
+                         "nearest")
+    for forced in ({"local": 1}, {"cc": 4}, {"vec": 4}, {"vec": 2, "cr": 8}):
+        np.testing.assert_allclose(st(a, params=forced).to_numpy(), want)
+        got = st.last_launch.params
+        assert all(got[k] == v for k, v in forced.items())
+        assert got["vec"] == 1 or (got["local"] == 0 and got["cc"] == 1)
 
 
 def test_local_memory_constraint_excludes_too_big_tiles(rt):

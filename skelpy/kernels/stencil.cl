@@ -1,6 +1,21 @@
 /* The stencil kernel; stencil_common.cl (macros, border rule) and the muscles come first.
  * See stencil_common.cl for the launch macros and the layout of work. */
 
+/* Where work-item (lr, lc) finds its k-th row and m-th column cell inside the group's tile.
+ * Scalar layout: interleaved (rows lr, lr + wgr, ...; columns lc, lc + wgc, ...), which keeps
+ * every read and write of a warp on consecutive addresses.  Vector layout (SKP_VEC > 1): a
+ * block of SKP_CR consecutive rows by SKP_VEC consecutive columns, read and written as
+ * vectors; consecutive work-items still touch consecutive vectors. */
+#if SKP_VEC > 1
+#define SKP_NCOL SKP_VEC
+#define SKP_T(k) (lr * SKP_CR + (k))
+#define SKP_U(m) (lc * SKP_VEC + (m))
+#else
+#define SKP_NCOL SKP_CC
+#define SKP_T(k) (lr + (k) * wgr)
+#define SKP_U(m) (lc + (m) * wgc)
+#endif
+
 /* One output cell (skp_r, skp_c) of the group's tile at tile position (t, u). CALL is the
  * muscle call; NB is where the input neighbourhood pointer points. */
 #if SKP_LOCAL
@@ -14,11 +29,11 @@
 #define SKP_CELLS(CHECK, NBPTR, CALL)                                                  \
     _Pragma("unroll")                                                                  \
     for (int k = 0; k < SKP_CR; ++k) {                                                 \
-        const int t = lr + k * wgr;                                                    \
+        const int t = SKP_T(k);                                                        \
         const int skp_r = r0 + t;                                                      \
         _Pragma("unroll")                                                              \
-        for (int m = 0; m < SKP_CC; ++m) {                                             \
-            const int u = lc + m * wgc;                                                \
+        for (int m = 0; m < SKP_NCOL; ++m) {                                           \
+            const int u = SKP_U(m);                                                    \
             const int skp_c = c0 + u;                                                  \
             if (CHECK && (skp_r >= rows || skp_c >= cols))                             \
                 continue;                                                              \
@@ -27,6 +42,61 @@
             out[skp_idx] = (SKP_OUT_ST)(CALL);                                         \
         }                                                                              \
     }
+
+#if SKP_VEC > 1
+/* The vector path of an interior group.  The work-item loads the window its cells read
+ * (SKP_N + SKP_CR + SKP_S rows by SKP_W + SKP_VEC + SKP_E columns) into private memory: one
+ * vector load per row for its own columns, scalars for the halo columns (neighbouring
+ * work-items just loaded those, so they come from the cache).  Every offset is a constant
+ * after unrolling, so the window lives in registers and the muscle reads it for free.
+ * Aligned rows (cols a multiple of SKP_VEC) use vector-typed accesses, which the compiler
+ * turns into single wide loads and stores; otherwise vloadn/vstoren. */
+#define SKP_WIN_R (SKP_N + SKP_CR + SKP_S)
+#define SKP_WIN_C (SKP_W + SKP_VEC + SKP_E)
+#define SKP_CAT_(a, b) a##b
+#define SKP_CAT(a, b) SKP_CAT_(a, b)
+#define SKP_VIN SKP_CAT(SKP_IN_ST, SKP_VEC)
+#define SKP_VOUT SKP_CAT(SKP_OUT_ST, SKP_VEC)
+#define SKP_VLOADN SKP_CAT(vload, SKP_VEC)
+#define SKP_VSTOREN SKP_CAT(vstore, SKP_VEC)
+
+#define SKP_WINDOW_PATH(ALIGNED)                                                       \
+    {                                                                                  \
+        SKP_IN_ST win[SKP_WIN_R * SKP_WIN_C];                                          \
+        _Pragma("unroll")                                                              \
+        for (int i = 0; i < SKP_WIN_R; ++i) {                                          \
+            __global const SKP_IN_ST* row =                                            \
+                in + (SKP_IDX_T)(rb - SKP_N + i) * cols + cb;                          \
+            const SKP_VIN v = ALIGNED ? *(__global const SKP_VIN*)row                  \
+                                      : SKP_VLOADN(0, row);                            \
+            SKP_VSTOREN(v, 0, win + i * SKP_WIN_C + SKP_W);                            \
+            _Pragma("unroll")                                                          \
+            for (int j = 1; j <= SKP_W; ++j)                                           \
+                win[i * SKP_WIN_C + SKP_W - j] = row[-j];                              \
+            _Pragma("unroll")                                                          \
+            for (int j = 0; j < SKP_E; ++j)                                            \
+                win[i * SKP_WIN_C + SKP_W + SKP_VEC + j] = row[SKP_VEC + j];           \
+        }                                                                              \
+        _Pragma("unroll")                                                              \
+        for (int k = 0; k < SKP_CR; ++k) {                                             \
+            const int skp_r = rb + k;                                                  \
+            SKP_OUT_ST res[SKP_VEC];                                                   \
+            _Pragma("unroll")                                                          \
+            for (int m = 0; m < SKP_VEC; ++m) {                                        \
+                const int skp_c = cb + m;                                              \
+                const SKP_IDX_T skp_idx = (SKP_IDX_T)skp_r * cols + skp_c;             \
+                const SKP_IN_ST* skp_nb = win + (SKP_N + k) * SKP_WIN_C + SKP_W + m;   \
+                const int skp_pitch = SKP_WIN_C;                                       \
+                res[m] = (SKP_OUT_ST)(SKP_CALL_FAST);                                  \
+            }                                                                          \
+            __global SKP_OUT_ST* o = out + (SKP_IDX_T)skp_r * cols + cb;               \
+            if (ALIGNED)                                                               \
+                *(__global SKP_VOUT*)o = SKP_VLOADN(0, res);                           \
+            else                                                                       \
+                SKP_VSTOREN(SKP_VLOADN(0, res), 0, o);                                 \
+        }                                                                              \
+    }
+#endif
 
 __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
                              __global const SKP_IN_ST* restrict in,
@@ -38,7 +108,7 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
 {
     const int lc = (int)get_local_id(0), lr = (int)get_local_id(1);
     const int wgc = (int)get_local_size(0), wgr = (int)get_local_size(1);
-    const int tile_r = wgr * SKP_CR, tile_c = wgc * SKP_CC;
+    const int tile_r = wgr * SKP_CR, tile_c = wgc * SKP_NCOL;
     const int r0 = (int)get_group_id(1) * tile_r, c0 = (int)get_group_id(0) * tile_c;
     /* Uniform per group: does the tile plus its halo lie inside the matrix? */
     const bool interior = r0 >= SKP_N && c0 >= SKP_W
@@ -65,6 +135,17 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
     const int skp_pitch = cols;
 #endif
 
+#if SKP_VEC > 1
+    if (interior) {
+        const int rb = r0 + SKP_T(0), cb = c0 + SKP_U(0);
+        if (cols % SKP_VEC == 0)
+            SKP_WINDOW_PATH(1)
+        else
+            SKP_WINDOW_PATH(0)
+    } else {
+        SKP_CELLS(1, SKP_NB_EDGE, SKP_CALL_EDGE)
+    }
+#else
     if (interior) {
         SKP_CELLS(0, SKP_NB_FAST, SKP_CALL_FAST)
     } else {
@@ -74,4 +155,5 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
         SKP_CELLS(1, SKP_NB_FAST, SKP_CALL_FAST)
 #endif
     }
+#endif
 }

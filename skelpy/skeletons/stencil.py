@@ -63,6 +63,8 @@ WG_R_VALUES = (1, 2, 4, 8, 16, 32, 64)
 WG_C_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CR_VALUES = (1, 2, 4, 8)
 CC_VALUES = (1, 2, 4)
+VEC_VALUES = (1, 2, 4)
+_WINDOW_LIMIT = 192           # most elements of a vector path's register window
 _LOCAL_RESERVE = 256          # bytes of local memory left for the implementation
 _INT_LIMIT = 2**31 - 1
 
@@ -138,7 +140,7 @@ _DIRECT_READ = "(({ctype})SKP_READ_DIRECT({name}, {name}_p, {i0}, {i1}))"
 def _nb_input(dtype, edge: bool) -> Accessor:
     """The input neighbourhood: in local memory or global memory, chosen by SKP_LOCAL."""
     if not edge:
-        return Accessor(dtype, 2, ("SKP_SPACE_IN const {stype}* {name}",
+        return Accessor(dtype, 2, ("SKP_SPACE_NB const {stype}* {name}",
                                    "const int {name}_p"), _DIRECT_READ, kind="neighbourhood")
     return Accessor(
         dtype, 2,
@@ -579,7 +581,13 @@ def _unroll_hints(source: str) -> str:
 
 def _macros(point: Mapping) -> tuple[str, ...]:
     return (f"-DSKP_LOCAL={int(point['local'])}", f"-DSKP_CR={int(point['cr'])}",
-            f"-DSKP_CC={int(point['cc'])}")
+            f"-DSKP_CC={int(point['cc'])}", f"-DSKP_VEC={int(point.get('vec', 1))}")
+
+
+def window_elements(shape: Shape, point: Mapping) -> int:
+    """Size of the vector path's per-work-item register window."""
+    return ((shape.north + int(point["cr"]) + shape.south)
+            * (shape.west + int(point["vec"]) + shape.east))
 
 
 def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
@@ -598,7 +606,7 @@ def _space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
         # CL_KERNEL_WORK_GROUP_SIZE needs a built program: build each variant only when a
         # point of it is first asked about (a program build costs ~0.5 s on PoCL).
         if local not in kmax_cache:
-            k = plan.kernel(rt, {"local": local, "cr": 1, "cc": 1})
+            k = plan.kernel(rt, {"local": local, "cr": 1, "cc": 1, "vec": 1})
             kmax_cache[local] = min(dev.max_work_group_size, rt.kernel_max_work_group_size(k))
             plan.kernel_max_wg = max(kmax_cache.values())
         return kmax_cache[local]
@@ -612,7 +620,13 @@ def _space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
     def legal(p) -> bool:
         wr, wc, cr, cc, local = (int(p["wg_r"]), int(p["wg_c"]), int(p["cr"]), int(p["cc"]),
                                  int(p["local"]))
-        if local not in (0, 1) or p["local"] not in (0, 1) or min(cr, cc) < 1:
+        vec = p["vec"]
+        if local not in (0, 1) or p["local"] not in (0, 1) or min(cr, cc) < 1 \
+                or vec not in VEC_VALUES:
+            return False
+        # the vector path reads global memory into registers: no local tile, no column
+        # coarsening beyond the vector, and a window small enough to stay in registers
+        if vec > 1 and (local or cc != 1 or window_elements(shape, p) > _WINDOW_LIMIT):
             return False
         if wr == 0 and wc == 0:           # the runtime chooses (forced only): no local tile
             return not local
@@ -630,6 +644,7 @@ def _space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
         Param("cr", CR_VALUES, doc="cells per work-item along rows"),
         Param("cc", CC_VALUES, doc="cells per work-item along columns"),
         Param("local", (0, 1), numeric=False, doc="1: stage tile + halo in local memory"),
+        Param("vec", VEC_VALUES, doc="columns per work-item read and written as one vector"),
     ]
     space = ParamSpace(params, _default_point(dev, plan.features), legal,
                        extra_values_ok=("wg_r", "wg_c", "cr", "cc"))
@@ -661,11 +676,11 @@ def _default_point(dev, features: Mapping[str, float]) -> dict:
     heavy = reads > _HEAVY_READS and reads >= 0.25 * area
     if dev.kind == "gpu":
         if heavy:
-            return {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1}
-        return {"wg_r": 2, "wg_c": 128, "cr": 2, "cc": 2, "local": 0}
+            return {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
+        return {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 0, "vec": 4}
     if heavy:
-        return {"wg_r": 4, "wg_c": 16, "cr": 2, "cc": 1, "local": 0}
-    return {"wg_r": 4, "wg_c": 64, "cr": 1, "cc": 1, "local": 0}
+        return {"wg_r": 4, "wg_c": 16, "cr": 2, "cc": 1, "local": 0, "vec": 1}
+    return {"wg_r": 4, "wg_c": 64, "cr": 1, "cc": 1, "local": 0, "vec": 1}
 
 
 # -- launching ------------------------------------------------------------------------------------
@@ -713,8 +728,8 @@ class _Bound:
         info: dict = {}
 
         def run(point):
-            wr, wc, cr, cc = (int(point["wg_r"]), int(point["wg_c"]), int(point["cr"]),
-                              int(point["cc"]))
+            wr, wc, cr = int(point["wg_r"]), int(point["wg_c"]), int(point["cr"])
+            cc = int(point["vec"]) if int(point["vec"]) > 1 else int(point["cc"])
             if wr == 0 and wc == 0:       # the OpenCL runtime chooses (local_size=None)
                 gsize, lsize = (-(-cols // cc), -(-rows // cr)), None
             else:

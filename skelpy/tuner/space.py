@@ -106,8 +106,26 @@ class ParamSpace:
         if missing:
             raise ParameterError(f"launch parameters missing: {', '.join(missing)}")
         if check_legal and not self.is_legal(out):
-            raise ParameterError(f"launch parameters {out} are not legal on this device/kernel")
+            out = self._complete(forced or {}, out)
+            if out is None:
+                raise ParameterError(f"launch parameters {dict(forced or {})} are not legal on "
+                                     "this device/kernel")
         return out
+
+    def _complete(self, forced: Mapping[str, object], filled: Point) -> Point | None:
+        """The legal point that keeps every forced value and is nearest to ``filled`` in the
+        parameters the caller left open: forcing ``local=1`` where the default uses a vector
+        path that excludes it should still work."""
+        free = [p for p in self.params if p.name not in forced]
+        best, best_d = None, math.inf
+        for values in itertools.product(*(p.values for p in free)):
+            cand = dict(filled)
+            cand.update(zip((p.name for p in free), values, strict=True))
+            if self.is_legal(cand):
+                d = self.distance(cand, filled)
+                if d < best_d:
+                    best, best_d = cand, d
+        return best
 
     # -- distance ---------------------------------------------------------------------------
     def distance(self, a: Mapping[str, object], b: Mapping[str, object]) -> float:
