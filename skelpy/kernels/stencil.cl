@@ -85,7 +85,8 @@
             for (int m = 0; m < SKP_VEC; ++m) {                                        \
                 const int skp_c = cb + m;                                              \
                 const SKP_IDX_T skp_idx = (SKP_IDX_T)skp_r * cols + skp_c;             \
-                const SKP_IN_ST* skp_nb = win + (SKP_N + k) * SKP_WIN_C + SKP_W + m;   \
+                SKP_SPACE_NB const SKP_IN_ST* skp_nb =                                 \
+                    win + (SKP_N + k) * SKP_WIN_C + SKP_W + m;                         \
                 const int skp_pitch = SKP_WIN_C;                                       \
                 res[m] = (SKP_OUT_ST)(SKP_CALL_FAST);                                  \
             }                                                                          \
