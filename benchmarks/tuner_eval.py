@@ -2,12 +2,19 @@
 
 1. Exhaustive sweeps: every legal launch point of a scenario set (synthetic stencils from
    seed 002 Table 6.3's shapes, Game of Life, heat, Gaussian 5x5 and 11x11, the Canny stages,
-   a Map and a Reduce) at sizes 512^2..4096^2 (``--quick``: smaller, fewer, and a
-   deterministic sample of each space), measured from profiling events.
+   a Map and a Reduce) at sizes 512^2..4096^2 (``--quick``: 512^2 only, fewer kernels, and a
+   deterministic sample of each space), measured from profiling events (on a CPU the
+   minimum of a few repeats: its noise only adds).
 2. Leave-one-kernel-out cross-validation of the three model approaches (classifier with
    nearest-neighbour fallback, runtime regressor, speedup regressor) and of the two coarsening
    strategies (joint, seed 000's doubling), per parameter signature.
-3. Reported per device: performance relative to the oracle (geometric mean, median); speedup
+3. A confirmation round (``--no-confirm`` skips it): per scenario, the sweep's best few points
+   and every point any method or baseline picked are re-measured, interleaved round-robin in
+   one time window, and every ratio is computed from that round. The sweep's oracle is a
+   minimum over many noisy estimates (winner's curse) and one disturbed measurement of a
+   picked point sinks a method; the round removes both. ``noise`` in the JSON compares the
+   sweep-only ratios with the confirmed ones.
+4. Reported per device: performance relative to the oracle (geometric mean, median); speedup
    over the best single static point, over the "human expert" point (32x4 for 2-D work-groups,
    128 for 1-D), over the space default and over the runtime's choice (local size None, where
    the skeleton offers it); the fraction of refused points; the decision overhead (a model
@@ -135,6 +142,10 @@ def add(a, b):
     return a + b
 
 
+def maximum(a, b):
+    return max(a, b)
+
+
 # -- cases ----------------------------------------------------------------------------------------
 
 
@@ -209,15 +220,27 @@ def _reduce_case(size):
     return EvalCase("reduce_sum", "reduce", size, build)
 
 
-def cases(quick: bool, sizes: list[int], kinds: set[str] | None = None
-          ) -> tuple[list[EvalCase], list[str]]:
+def _reduce_max_case(size):
+    def build():
+        r = sk.Reduce(maximum, identity=-1.0)
+        v = sk.Vector(np.random.default_rng(size).random(size * size).astype(np.float32))
+        return (lambda **kw: r(v, **kw)), r
+    return EvalCase("reduce_max", "reduce", size, build)
+
+
+def cases(quick: bool, sizes: list[int], kinds: set[str] | None = None,
+          synthetic_shapes: list[int] | None = None) -> tuple[list[EvalCase], list[str]]:
     have = {k for k in ("Stencil", "Map", "Reduce") if hasattr(sk, k)}
     notes = [f"skipped: sk.{k} is not available in this build"
              for k in ("Stencil", "Map", "Reduce") if k not in have]
     out: list[EvalCase] = []
     # quick leaves out (1, 10, 30, 30): 732 reads per cell take minutes per sweep on a CPU
-    shapes = [synthetic.STENCIL_SHAPES[i] for i in (0, 1, 2, 6)] if quick \
-        else synthetic.STENCIL_SHAPES[:8]
+    # (the n-th synthetic kernel has a complex body when n is odd)
+    if synthetic_shapes is not None:
+        shapes = [synthetic.STENCIL_SHAPES[i] for i in synthetic_shapes]
+    else:
+        shapes = [synthetic.STENCIL_SHAPES[i] for i in (0, 1, 2, 6)] if quick \
+            else synthetic.STENCIL_SHAPES[:8]
     for size in sizes:
         if "Stencil" in have:
             gol_data = lambda s, rng: (rng.random((s, s)) < 0.3).astype(np.int32)  # noqa: E731
@@ -239,8 +262,8 @@ def cases(quick: bool, sizes: list[int], kinds: set[str] | None = None
             out += [_map_case(size), _poly_case(size)]
             if hasattr(sk, "Zip"):
                 out.append(_zip_case(size))
-        if "Reduce" in have:
-            out.append(_reduce_case(size))
+        if "Reduce" in have:       # two kernels, so Reduce is cross-validated too
+            out += [_reduce_case(size), _reduce_max_case(size)]
     if kinds:
         out = [c for c in out if c.kind in kinds]
     return out, notes
@@ -277,6 +300,11 @@ def runtime_choice_point(space: ParamSpace) -> dict | None:
         except ParameterError:
             continue
     return None
+
+
+RUNTIME_CHOICE_NA = {
+    "reduce": "n/a: Reduce's kernel sizes its local-memory tree from the work-group size at "
+              "build time, so it cannot leave the size to the runtime (local_size=None)"}
 
 
 def sample_space(space: ParamSpace, max_points: int | None) -> ParamSpace:
@@ -328,7 +356,10 @@ def sweep_case(case: EvalCase, max_points: int | None, budget: Budget,
         tuner.execute(dataclasses.replace(req, space=sub))
     sweep_s = time.perf_counter() - t0
     none_t = None
+    na = None
     rp = runtime_choice_point(req.space)
+    if rp is None:
+        na = RUNTIME_CHOICE_NA.get(req.skeleton, f"{req.skeleton} offers no local_size=None point")
     if rp is not None:
         try:
             none_t = measure(req.run, rp, budget).seconds
@@ -338,7 +369,8 @@ def sweep_case(case: EvalCase, max_points: int | None, budget: Budget,
             "scenario": tuner.scenario_id(req), "request": req, "sweep_seconds": sweep_s,
             "space_points": len(req.space.points()), "sampled_points": len(sub.points()),
             "swept_points": len(tstore.get_store().measurements(tuner.scenario_id(req))),
-            "runtime_choice_seconds": none_t, "expert": expert_point(req.space)}
+            "runtime_choice_seconds": none_t, "runtime_choice_na": na,
+            "expert": expert_point(req.space)}
 
 
 # -- analysis -------------------------------------------------------------------------------------
@@ -367,7 +399,9 @@ def predict_for(gm: tmodel.GroupModel, sd: tmodel.ScenarioData, approach: str,
     cand = tmodel.CandidateSet(pts, space.names, {p.name: p.numeric for p in space.params})
     pick = tmodel.choose(gm, sd.features, cand, set(), approach=approach, coarsen=coarsen)
     if pick is None:
-        return sd.default_key if sd.default_key in sd.times else min(sd.times, key=sd.times.get)
+        # the tuner's own fallback: the default (never the held-out scenario's measured best)
+        return sd.default_key if sd.default_key in sd.times else \
+            tstore.params_json(space.nearest(sd.space["default"]))
     if isinstance(pick, int):
         return tstore.params_json(cand.points[pick])
     near = space.nearest(pick)
@@ -379,7 +413,7 @@ METHODS = [("classifier", "joint"), ("runtime", "joint"), ("runtime", "doubling"
 
 
 def evaluate(scns: list[tmodel.ScenarioData], groups: dict[str, str], info: dict[str, dict],
-             n_estimators: int) -> dict:
+             n_estimators: int, fit_kw: dict | None = None) -> dict:
     """Leave-one-kernel-out per parameter signature; returns per-scenario rows + summary."""
     by_sig: dict[str, list[tmodel.ScenarioData]] = {}
     for sd in scns:
@@ -396,7 +430,8 @@ def evaluate(scns: list[tmodel.ScenarioData], groups: dict[str, str], info: dict
         for held in kernels:
             train = [sd for sd in sds if groups[sd.key] != held]
             test = [sd for sd in sds if groups[sd.key] == held]
-            gm = tmodel.fit_group(sig, train, n_estimators=n_estimators, n_jobs=-1) \
+            gm = tmodel.fit_group(sig, train, n_estimators=n_estimators, n_jobs=-1,
+                                  **(fit_kw or {})) \
                 if len(train) >= tmodel.MIN_SCENARIOS else None
             # what a developer would fix after tuning the other kernels
             ranked_train = tmodel.static_ranking(train)
@@ -415,23 +450,148 @@ def evaluate(scns: list[tmodel.ScenarioData], groups: dict[str, str], info: dict
                     k = predict_for(gm, sd, approach, co)
                     row[name] = best_t / sd.times[k]
                     row[name + ":point"] = json.loads(k)
-                row["default"] = best_t / sd.times[sd.default_key] \
-                    if sd.default_key in sd.times else None
-                row["static"] = best_t / sd.times[static] if static in sd.times else None
-                row["static_hindsight"] = best_t / sd.times[static_all] \
-                    if static_all in sd.times else None
                 ex = info[sd.key].get("expert")
                 exk = tstore.params_json(ex) if ex else None
-                row["expert"] = best_t / sd.times[exk] if exk in sd.times else None
+                for b, k in (("default", sd.default_key), ("static", static),
+                             ("static_hindsight", static_all), ("expert", exk)):
+                    row[b] = best_t / sd.times[k] if k in sd.times else None
+                    if k in sd.times:
+                        row[b + ":point"] = json.loads(k)
                 nt = info[sd.key].get("runtime_choice_seconds")
                 row["runtime_choice"] = best_t / nt if nt else None
+                if info[sd.key].get("runtime_choice_na"):
+                    row["runtime_choice_na"] = info[sd.key]["runtime_choice_na"]
                 rows.append(row)
     return {"rows": rows, "notes": notes}
 
 
+BASELINES = ("static", "static_hindsight", "expert", "default", "runtime_choice")
+
+
+def _confirm_points(sd: tmodel.ScenarioData, rows: list[dict], top_k: int) -> list[str]:
+    """What the confirmation round re-measures for one scenario: the sweep's best few and
+    every point a method or a baseline picked (params JSON, best first)."""
+    ranked = sorted(sd.times, key=sd.times.__getitem__)
+    keys = dict.fromkeys(ranked[:top_k])
+    for row in rows:
+        for name, v in row.items():
+            if name.endswith(":point") and v is not None:
+                keys[tstore.params_json(v)] = None
+    return [k for k in keys if k in sd.times]
+
+
+def confirm(rows: list[dict], scns: list[tmodel.ScenarioData], info: dict[str, dict],
+            lookup: dict[tuple[str, int], EvalCase], *, top_k: int = 6, rounds: int = 15,
+            seconds: float = 8.0, estimator: str = "min") -> dict[str, dict]:
+    """Re-measure, per scenario, the sweep's top ``top_k`` points, every point that any method
+    or baseline picked and the runtime's choice, interleaved round-robin in one time window
+    (so a disturbance hits all candidates alike rather than one), ``rounds`` times or until
+    ``seconds`` ran out (at least 3 rounds). Returns scenario -> {params JSON or
+    "runtime_choice": seconds}; ratios computed from these are free of the sweep's winner's
+    curse (its oracle is the minimum over many single noisy estimates)."""
+    from skelpy.tuner.measure import run_seconds
+
+    by_key: dict[str, list[dict]] = {}
+    for r in rows:
+        by_key.setdefault(r["scenario"], []).append(r)
+    out: dict[str, dict] = {}
+    for n, sd in enumerate(scns):
+        if sd.key not in by_key:
+            continue
+        meta = info[sd.key]
+        case = lookup.get((meta["group"], int(meta["size"])))
+        if case is None:
+            continue
+        call, _skel = case.build()
+        reqs = capture_request(call)
+        req = max(reqs, key=lambda r: r.dataset.get("n", 0))
+        if tuner.scenario_id(req) != sd.key:
+            print(f"confirm: {meta['group']}@{meta['size']} rebuilt as another scenario; "
+                  "skipped", flush=True)
+            continue
+        pts: dict[str, dict] = {k: json.loads(k) for k in _confirm_points(sd, by_key[sd.key],
+                                                                        top_k)}
+        rp = runtime_choice_point(req.space)
+        if rp is not None:
+            pts["runtime_choice"] = dict(rp)
+        samples: dict[str, list[float]] = {k: [] for k in pts}
+        t0 = time.perf_counter()
+        for k in list(pts):                       # warm-up (and drop what is refused now)
+            try:
+                run_seconds(req.run, pts[k])
+            except RefusedParameters:
+                del pts[k], samples[k]
+        r = 0
+        while r < rounds and (r < 3 or time.perf_counter() - t0 < seconds):
+            order = list(pts)
+            order = order[r % len(order):] + order[:r % len(order)]   # rotate the order
+            for k in order:
+                samples[k].append(run_seconds(req.run, pts[k])[2])
+            r += 1
+        f = min if estimator == "min" else statistics.median
+        out[sd.key] = {k: f(v) for k, v in samples.items() if v}
+        out[sd.key]["_rounds"] = r
+        print(f"confirm [{n + 1}/{len(scns)}] {meta['group']}@{meta['size']}: {len(pts)} "
+              f"points x {r} rounds in {time.perf_counter() - t0:.1f} s", flush=True)
+    return out
+
+
+def apply_confirmation(rows: list[dict], conf: dict[str, dict]) -> list[dict]:
+    """Rows whose ratios come from the confirmation round (the sweep's are kept under
+    ``sweep``); the oracle is the fastest confirmed point of the space."""
+    out = []
+    for row in rows:
+        c = conf.get(row["scenario"])
+        if not c:
+            continue
+        pts = {k: v for k, v in c.items() if not k.startswith("_") and k != "runtime_choice"}
+        best_k = min(pts, key=pts.__getitem__)
+        best_t = pts[best_k]
+        new = dict(row)
+        new["sweep"] = {k: row.get(k) for k in [m for m in row if not m.endswith(":point")
+                                                and (("/" in m) or m in BASELINES)]}
+        new["sweep"]["oracle"] = row["oracle"]
+        new["sweep"]["oracle_seconds"] = row["oracle_seconds"]
+        new.update(oracle=json.loads(best_k), oracle_seconds=best_t, confirm_rounds=c["_rounds"],
+                   sweep_oracle_confirmed_seconds=pts.get(tstore.params_json(row["oracle"])))
+        for name in [m for m in row if "/" in m and not m.endswith(":point")] + list(BASELINES):
+            if name == "runtime_choice":
+                t = c.get("runtime_choice")
+            else:
+                p = row.get(name + ":point")
+                t = pts.get(tstore.params_json(p)) if p is not None else None
+            new[name] = best_t / t if t else None
+        out.append(new)
+    return out
+
+
+def noise_report(rows: list[dict]) -> dict:
+    """How much of the sweep's shortfall was noise: per scenario, the sweep's oracle
+    re-measured against the confirmed best, and the change of every method's ratio."""
+    if not rows or "sweep" not in rows[0]:
+        return {}
+    same = sum(1 for r in rows if r["oracle"] == r["sweep"]["oracle"])
+    curse = [r["sweep"]["oracle_seconds"] / r["sweep_oracle_confirmed_seconds"]
+             for r in rows if r.get("sweep_oracle_confirmed_seconds")]
+    oracle_gap = [r["oracle_seconds"] / r["sweep_oracle_confirmed_seconds"]
+                  for r in rows if r.get("sweep_oracle_confirmed_seconds")]
+    out = {"scenarios": len(rows), "sweep_oracle_still_best": same / len(rows),
+           "sweep_oracle_time_over_its_confirmed_time_geomean": geomean(curse),
+           "confirmed_best_over_sweep_oracle_geomean": geomean(oracle_gap), "methods": {}}
+    for name in [m for m in rows[0] if "/" in m and not m.endswith(":point")] + \
+            list(BASELINES):
+        a = [r["sweep"].get(name) for r in rows]
+        b = [r.get(name) for r in rows]
+        pairs = [(x, y) for x, y in zip(a, b) if x and y]
+        if pairs:
+            out["methods"][name] = {"sweep_geomean": geomean(x for x, _ in pairs),
+                                    "confirmed_geomean": geomean(y for _, y in pairs)}
+    return out
+
+
 def summarise(rows: list[dict]) -> dict:
     out: dict[str, Any] = {}
-    baselines = ("static", "static_hindsight", "expert", "default", "runtime_choice")
+    baselines = BASELINES
     for approach, co in METHODS:
         name = f"{approach}/{co}"
         perf = [r[name] for r in rows if r.get(name)]
@@ -607,21 +767,33 @@ def sweep_phase(args, out: Path) -> tuple[dict, list[dict]]:
     # the first size is swept for every kernel before the next size starts, so a time budget
     # cuts whole sizes rather than whole kernels
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else \
-        ([256, 512] if args.quick else [1024, 512, 2048, 4096])
+        ([512] if args.quick else [1024, 512, 2048, 4096])
     max_points = args.max_points if args.max_points is not None else \
         (120 if args.quick else None)
+    # On a CPU the noise only adds (other processes, interrupts): the minimum of the repeats
+    # estimates the undisturbed time, the median drifts with the machine's load.
+    is_cpu = not dev.features.get("dev_is_gpu", 1.0)
+    # The minimum of a few repeats is enough for the sweep: the confirmation round re-measures
+    # every point that matters, so a CI target would only spend the time budget.
     budget = Budget(warmup=1, min_reps=3, max_reps=8 if args.quick else 15,
                     rel_ci=0.05 if args.quick else 0.03,
-                    max_seconds=0.15 if args.quick else 0.3)
+                    max_seconds=0.15 if args.quick else 0.3,
+                    estimator="min" if is_cpu else "median")
+    if is_cpu:
+        budget.max_reps, budget.rel_ci = 4, 0.0
+    if args.reps:
+        budget.min_reps = budget.max_reps = args.reps
+    if args.prune:
+        budget.prune_factor = args.prune
     tuner.SWEEP_BUDGET = budget
     todo, notes = cases(args.quick, sizes,
-                        set(args.kinds.split(",")) if args.kinds else None)
+                        set(args.kinds.split(",")) if args.kinds else None, args.synthetic)
     if args.limit:
         todo = todo[:args.limit]
     for n in notes:
         print("note:", n)
     meta = {"device": dev.name, "device_key": dev.key, "slug": slug, "quick": args.quick,
-            "sizes": sizes, "max_points": max_points, "budget": dataclasses.asdict(budget),
+            "sizes": sizes, "max_points": max_points, "synthetic_shapes": args.synthetic, "budget": dataclasses.asdict(budget),
             "notes": notes, "failures": [], "not_swept": []}
     sweeps_path = out / f"tuner_eval_{slug}_sweeps.json"
     records: list[dict] = []
@@ -665,7 +837,7 @@ def sweep_phase(args, out: Path) -> tuple[dict, list[dict]]:
 
 
 def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path,
-                  trees: int, min_points: int = 40) -> int:
+                  trees: int, min_points: int = 40, confirm_args: dict | None = None) -> int:
     info = {r["scenario"]: r for r in sweeps}
     groups = {r["scenario"]: r["group"] for r in sweeps}
     scns = [sd for sd in tmodel.load_scenarios(store, meta["device_key"]) if sd.key in info]
@@ -681,6 +853,31 @@ def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path
         print("nothing to analyse")
         return 1
     ev = evaluate(scns, groups, info, trees)
+    rows_sweep = ev["rows"]
+    summary_sweep = summarise(rows_sweep)
+    noise: dict = {}
+    confirmed = False
+    if confirm_args is not None:
+        if sk.current_device().key != meta["device_key"]:
+            meta.setdefault("notes", []).append(
+                "no confirmation round: the sweeps are from another device")
+        else:
+            lookup = {}
+            for q in (False, True):
+                for c in cases(q, [int(x) for x in meta["sizes"]], None,
+                               meta.get("synthetic_shapes"))[0]:
+                    lookup.setdefault((c.group, c.size), c)
+            t0 = time.perf_counter()
+            conf = confirm(rows_sweep, scns, info, lookup, **confirm_args)
+            ev["rows"] = apply_confirmation(rows_sweep, conf)
+            missing = len({r["scenario"] for r in rows_sweep}) - len(
+                {r["scenario"] for r in ev["rows"]})
+            if missing:
+                meta.setdefault("notes", []).append(
+                    f"{missing} scenarios could not be confirmed and are left out")
+            noise = noise_report(ev["rows"])
+            confirmed = True
+            meta["confirm"] = dict(confirm_args, seconds_total=time.perf_counter() - t0)
     summary = summarise(ev["rows"])
     n_ref = sum(len(sd.refused) for sd in scns)
     n_pts = sum(len(sd.times) for sd in scns)
@@ -697,7 +894,16 @@ def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path
     print(f"best method here: {best}")
     slug = meta["slug"]
     files = plots(slug, ev["rows"], summary, out)
+    if noise:
+        print(f"noise: the sweep's oracle is still the best after confirmation in "
+              f"{noise['sweep_oracle_still_best']:.0%} of scenarios; its sweep time was "
+              f"{noise['sweep_oracle_time_over_its_confirmed_time_geomean']:.3f}x its confirmed "
+              "time (geomean); per method, sweep -> confirmed geomean: "
+              + ", ".join(f"{k} {v['sweep_geomean']:.1%} -> {v['confirmed_geomean']:.1%}"
+                          for k, v in noise["methods"].items()))
     result = {**{k: v for k, v in meta.items()}, "summary": summary, **extra,
+              "confirmed": confirmed, "summary_sweep_only": summary_sweep, "noise": noise,
+              "rows_sweep_only": rows_sweep if confirmed else None,
               "best_method": best, "rows": ev["rows"], "plots": files,
               "notes": meta.get("notes", []) + ev["notes"],
               "sweeps": sweeps, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -732,11 +938,34 @@ def main(argv=None) -> int:
     ap.add_argument("--min-points", type=int, default=None,
                     help="analyse only scenarios with at least this many measured points "
                     "(default 40; quick: 10)")
+    ap.add_argument("--synthetic", type=lambda v: [int(x) for x in v.split(",")],
+                    default=None, help="indices into synthetic.STENCIL_SHAPES (the n-th "
+                    "listed gets a complex body when n is odd; default: quick 0,1,2,6, "
+                    "else the first 8)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="sweep: exactly this many timed repeats per point (CPU default: 3-4)")
+    ap.add_argument("--prune", type=float, default=None,
+                    help="sweep: a point whose warm-up is this many times slower than the "
+                    "best so far keeps that one timing (default 8)")
+    ap.add_argument("--no-confirm", action="store_true",
+                    help="compute the ratios from the sweep itself (no confirmation round)")
+    ap.add_argument("--confirm-top", type=int, default=6,
+                    help="confirmation: the sweep's best this many points per scenario, plus "
+                    "every point a method or baseline picked")
+    ap.add_argument("--confirm-rounds", type=int, default=15)
+    ap.add_argument("--confirm-seconds", type=float, default=8.0,
+                    help="confirmation: stop adding rounds to a scenario after this long")
     ap.add_argument("--sweep-only", action="store_true",
                     help="sweep and save (sweeps + store JSON), analyse elsewhere")
     ap.add_argument("--analyse", metavar="SWEEPS_JSON", default=None,
                     help="analyse saved sweeps (…_sweeps.json beside its …_store.json)")
     args = ap.parse_args(argv)
+    if args.device:
+        sk.use(args.device)
+    is_cpu = not sk.current_device().features.get("dev_is_gpu", 1.0)
+    confirm_args = None if args.no_confirm else {
+        "top_k": args.confirm_top, "rounds": args.confirm_rounds,
+        "seconds": args.confirm_seconds, "estimator": "min" if is_cpu else "median"}
     if args.min_points is None:
         args.min_points = 10 if args.quick else 40
     if args.case_seconds is None and args.quick:
@@ -775,7 +1004,8 @@ def main(argv=None) -> int:
             meta["slug"] = _slug(meta["device"]) + f"_{args.tag}"
         else:
             meta["slug"] = _slug(meta["device"])
-        return analyse_phase(meta, sweeps, store, out, args.trees, args.min_points)
+        return analyse_phase(meta, sweeps, store, out, args.trees, args.min_points,
+                             confirm_args)
     cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="skelpy-eval-"))
     os.environ["SKELPY_CACHE_DIR"] = str(cache)
     tstore.reset_store()
@@ -786,7 +1016,8 @@ def main(argv=None) -> int:
     if args.sweep_only:
         return 0
     sweeps = [{k: v for k, v in r.items() if k != "request"} for r in records]
-    return analyse_phase(meta, sweeps, tstore.get_store(), out, args.trees, args.min_points)
+    return analyse_phase(meta, sweeps, tstore.get_store(), out, args.trees, args.min_points,
+                         confirm_args)
 
 
 if __name__ == "__main__":

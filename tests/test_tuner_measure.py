@@ -70,3 +70,12 @@ def test_check_same_names_the_parameters():
     check_same(np.ones(3), np.ones(3), {"wg": 8}, {"wg": 64})
     with pytest.raises(SkelpyError, match=r"\{'wg': 8\}.*\{'wg': 64\}"):
         check_same(np.ones(3), np.zeros(3), {"wg": 8}, {"wg": 64}, origin="Map(f)")
+
+
+def test_min_estimator_keeps_the_fastest_repeat():
+    run = Timed([1.0, 3e-3, 1e-3, 2e-3, 5e-3])
+    m = measure(run, {}, Budget(warmup=1, min_reps=4, max_reps=4, estimator="min"))
+    assert m.seconds == pytest.approx(1e-3) and m.n == 4
+    run = Timed([1.0, 3e-3, 1e-3, 2e-3, 5e-3])
+    assert measure(run, {}, Budget(warmup=1, min_reps=4, max_reps=4)).seconds == \
+        pytest.approx(2.5e-3)

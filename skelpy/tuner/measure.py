@@ -3,8 +3,11 @@
 Kernel time comes from OpenCL profiling events (host-side jitter and Python overhead stay
 out). After a warm-up, a point is run again until the 95% confidence interval of the mean is
 within ``rel_ci`` of the median (seed 002 §7.2 reached 2.5-3.7%) or a count/time budget runs
-out; the median is kept. A parameter point whose output differs from the default point's is a
-bug in the kernel, not a tuning result: :func:`check_same` raises it naming the parameters.
+out; the median is kept (or, with ``estimator="min"``, the minimum: on a CPU whose noise is
+only additive, other processes and interrupts, the minimum of repeats estimates the
+undisturbed time better than the median does). A parameter point whose output differs from
+the default point's is a bug in the kernel, not a tuning result: :func:`check_same` raises
+it naming the parameters.
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ class Budget:
     # A point whose warm-up run is this many times slower than the best point so far is
     # recorded from that one run: precision does not matter for a point that will never win.
     prune_factor: float | None = 8.0
+    # "median" (robust to outliers both ways: GPUs) or "min" (noise that only adds: CPUs)
+    estimator: str = "median"
 
 
 @dataclass
 class Measurement:
-    seconds: float                    # median kernel seconds
+    seconds: float                    # median (or minimum) kernel seconds
     n: int                            # samples kept
     rel_ci: float                     # half-width of the 95% CI over the median
     result: Any = None                # the last result (for checking, or to return)
@@ -73,7 +78,8 @@ def ci_halfwidth(samples: list[float]) -> float:
 
 def measure(run: Callable, point: Mapping, budget: Budget | None = None,
             best_so_far: float | None = None) -> Measurement:
-    """Median kernel time of ``run(point)``; raises whatever ``run`` raises (refusals)."""
+    """Median (or minimum, per ``budget.estimator``) kernel time of ``run(point)``; raises
+    whatever ``run`` raises (refusals)."""
     b = budget or Budget()
     start = time.perf_counter()
     result, events = None, []
@@ -94,7 +100,8 @@ def measure(run: Callable, point: Mapping, budget: Budget | None = None,
                 break
             if time.perf_counter() - start > b.max_seconds:
                 break
-    return Measurement(statistics.median(samples), len(samples), rel, result, events, samples)
+    est = min(samples) if b.estimator == "min" else statistics.median(samples)
+    return Measurement(est, len(samples), rel, result, events, samples)
 
 
 def as_array(result: Any) -> np.ndarray:
