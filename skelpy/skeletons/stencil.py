@@ -64,7 +64,8 @@ WG_C_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CR_VALUES = (1, 2, 4, 8)
 CC_VALUES = (1, 2, 4)
 VEC_VALUES = (1, 2, 4)
-_WINDOW_LIMIT = 192           # most elements of a vector path's register window
+_WINDOW_LIMIT = 96            # most elements of a vector path's register window (beyond it the
+                              # unrolled muscle copies make compiles slow and registers spill)
 _LOCAL_RESERVE = 256          # bytes of local memory left for the implementation
 _INT_LIMIT = 2**31 - 1
 
