@@ -100,3 +100,55 @@ def test_kernel_arguments_are_reset_between_skeletons_sharing_a_kernel():
     for _ in range(2):
         np.testing.assert_array_equal(f(x, 2.0).to_numpy(), x * 2)
         np.testing.assert_array_equal(g(y, 3.0).to_numpy(), y * 3)
+
+
+# -- Stencil ---------------------------------------------------------------------------------
+
+
+def _heat_ref(u, k):
+    p = np.pad(u, 1, mode="edge")
+    return u + k * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:] - 4 * u)
+
+
+def test_stencil_loop_of_single_steps(count_tuner):
+    step = sk.Stencil(lambda nb, k: nb[0, 0] + k * (nb[-1, 0] + nb[1, 0] + nb[0, -1]
+                                                   + nb[0, 1] - 4 * nb[0, 0]))
+    u0 = np.random.default_rng(3).random((37, 70)).astype(np.float32)
+    u, want = sk.Matrix(u0), u0.astype(np.float64)
+    for t in range(12):
+        k = 0.1 if t % 2 else 0.05           # a changing scalar extra
+        u = step(u, k)
+        want = _heat_ref(want, k)
+    np.testing.assert_allclose(u.to_numpy(), want, rtol=1e-4, atol=1e-5)
+    assert len(count_tuner) == 1
+    assert step.last_launch.source == "cache" and step.last_launch.kernel_time > 0
+
+
+@pytest.mark.parametrize("change", ["shape", "dtype", "ndarray", "extra matrix dtype"])
+def test_stencil_changes_take_the_full_path(change, count_tuner):
+    st = sk.Stencil(lambda nb, o: nb[0, 1] + o[0, 0])
+    a = np.arange(60, dtype=np.float32).reshape(6, 10)
+    st(sk.Matrix(a), sk.Matrix(np.ones_like(a)))
+    b = {"shape": np.arange(77, dtype=np.float32).reshape(7, 11),
+         "dtype": a.astype(np.float64), "ndarray": a, "extra matrix dtype": a}[change]
+    o = np.full_like(b, 2, dtype=np.int32 if change == "extra matrix dtype" else b.dtype)
+    mb = b if change == "ndarray" else sk.Matrix(b)
+    got = st(mb, sk.Matrix(o)).to_numpy()
+    want = np.pad(b, 1, mode="edge")[1:-1, 2:] + o
+    np.testing.assert_allclose(got, want)
+    assert len(count_tuner) == 2
+
+
+def test_stencil_refusal_after_settling():
+    rt = runtime.current()
+    st = sk.Stencil(lambda nb: nb[0, -1] * 2, border="wrap")
+    a = sk.Matrix(np.arange(300, dtype=np.float32).reshape(15, 20))
+    st(a)
+    settled = dict(st.last_launch.params)
+    rt.refuse_hook = lambda skel, params, g, local: params == settled
+    try:
+        out = st(a)
+    finally:
+        rt.refuse_hook = None
+    np.testing.assert_array_equal(out.to_numpy(), np.roll(a.to_numpy(), 1, axis=1) * 2)
+    assert st.last_launch.refused and st.last_launch.params != settled

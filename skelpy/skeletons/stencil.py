@@ -37,9 +37,16 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import Matrix, as_container, empty_like_shape
+from .. import tuner
+from ..containers import Matrix, Vector, as_container, empty_like_shape
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
-from ..errors import DTypeError, ParameterError, ShapeError, TranslationError
+from ..errors import (
+    DTypeError,
+    ParameterError,
+    RefusedParameters,
+    ShapeError,
+    TranslationError,
+)
 from ..muscle.params import Accessor, Scalar, global_array
 from ..tuner.space import Param, ParamSpace
 from .base import (
@@ -225,6 +232,7 @@ class Stencil(Skeleton):
     ``a >> b`` chains stencils into a :class:`StencilSequence`."""
 
     kind = "stencil"
+    _fast = None       # the repeat-call launcher of the latest settled call
 
     def __init__(self, f, shape: int | Shape | None = None, border: str = "nearest",
                  cval: float = 0, out_dtype=None):
@@ -249,6 +257,12 @@ class Stencil(Skeleton):
     def __call__(self, m, *extras, iterations: int = 1, params: Mapping | None = None,
                  out_dtype=None) -> Matrix:
         """Apply the stencil (``iterations`` times); the result stays on the device."""
+        if iterations == 1 and params is None and out_dtype is None:
+            fast = self._fast
+            if fast is not None:
+                out = fast(m, extras)
+                if out is not None:
+                    return out
         iterations = _check_iterations(self.origin, iterations)
         forced = self._check_params_arg(params)
         src = self._as_input(m)
@@ -271,6 +285,8 @@ class Stencil(Skeleton):
             step.launch(rt, cur, dst, forced, decided, launches)
             cur = dst
         self.last_launch = _merge_launches(self.kind, launches)
+        if iterations == 1 and forced is None and out_dtype is None:
+            self._fast = _repeat_launcher(self, bound, m, extras, rt)
         return cur
 
     # -- internals -------------------------------------------------------------------------
@@ -688,6 +704,71 @@ def _default_point(dev, features: Mapping[str, float]) -> dict:
 # -- launching ------------------------------------------------------------------------------------
 
 
+def _repeat_launcher(skel: Stencil, bound: _Bound, m, extras, rt):
+    """A launcher for repeats of a one-step call (``u = step(u)`` in a loop): same runtime,
+    input Matrix dtype and shape, the same kinds of extras and a settled tuner decision
+    (``tuner.ticket_valid``); it skips binding, plan and tuner look-ups. None when the call
+    does not qualify; the launcher itself returns None for anything unexpected, and the
+    full path runs instead (as for Map, see elementwise._Elementwise._make_fast)."""
+    last = bound.last
+    if last is None or last["ticket"] is None or type(m) is not Matrix:
+        return None
+    tm = bound.plan.typed[0]
+    specs = []
+    for k, v in enumerate(extras):
+        if isinstance(v, (Matrix, Vector)):
+            specs.append((type(v), v.dtype, v.shape, None))
+        elif type(v) in (bool, int, float) or isinstance(v, np.generic):
+            dt = tm.scalar_dtypes.get(k + 1)
+            if dt is None:
+                dt = classify_extra(v, skel.origin, k + 1)[0].dtype
+            specs.append((type(v), None, None, _as_uchar if dt == np.bool_ else dt.type))
+        else:
+            return None
+    template = list(last["args"])
+    first_extra = len(template) - len(bound.extra_args(rt))
+    shape, in_dt, odt = bound.shape, m.dtype, bound.out_dtype
+    nbytes = shape[0] * shape[1] * odt.itemsize
+    kernel, gsize, lsize = last["kernel"], last["g"], last["l"]
+    point, ticket, kind = last["point"], last["ticket"], skel.kind
+    ticket_valid = tuner.ticket_valid
+
+    def fast(m, call_extras):
+        if type(m) is not Matrix or m.shape != shape or m.dtype != in_dt \
+                or len(call_extras) != len(specs) or _rt._current is not rt \
+                or not ticket_valid(ticket):
+            return None
+        argv = template[:first_extra]
+        try:
+            for v, (typ, dt, shp, conv) in zip(call_extras, specs):
+                if type(v) is not typ:
+                    return None
+                if conv is not None:
+                    argv.append(conv(v))
+                    continue
+                if v.dtype != dt or (typ is Matrix and v.shape != shp):
+                    return None
+                argv.append(v.device_buffer(rt))
+                if typ is Vector:
+                    argv.append(np.int64(v.shape[0]))
+        except (OverflowError, ValueError, TypeError):
+            return None
+        dst = Matrix._from_device(rt.allocate(nbytes), shape, odt, rt)
+        argv[0], argv[1] = dst._buffer, m.device_buffer(rt)
+        try:
+            ev = rt.launch(kernel, gsize, lsize, argv, params=point, skeleton=kind)
+        except RefusedParameters:
+            return None                        # the full path records it and falls back
+        skel._pending_launch = (point, gsize, lsize, ev)
+        return dst
+
+    return fast
+
+
+def _as_uchar(v) -> np.uint8:
+    return np.uint8(bool(v))
+
+
 class _Bound:
     """One stencil call's plan with its extra arguments, ready to launch on any buffers."""
 
@@ -699,6 +780,7 @@ class _Bound:
         self.shape = shape
         self.out_dtype = plan.out_dtype
         self._extra_args = None
+        self.last: dict | None = None      # the latest tuned launch (see _repeat_launcher)
 
     def extra_args(self, rt) -> list:
         if self._extra_args is None:
@@ -742,7 +824,7 @@ class _Bound:
                 args.append(_local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
             args.extend(extra)
             kernel = plan.kernel(rt, point)
-            info["g"], info["l"] = gsize, lsize
+            info["g"], info["l"], info["args"], info["kernel"] = gsize, lsize, args, kernel
             ev = rt.launch(kernel, gsize, lsize, args, params=point, skeleton=skel.kind)
             return dst, [ev]
 
@@ -757,6 +839,7 @@ class _Bound:
                        "dtype_size": float(plan.in_dtype.itemsize)}
             outcome = skel._run_tuned(plan, rt, dataset, forced, run)
             decided[key] = dict(outcome.params)
+            self.last = dict(info, point=outcome.params, ticket=outcome.ticket)
             launches.append(_rt.Launch(skel.kind, dict(outcome.params), info["g"], info["l"],
                                        list(outcome.events), list(outcome.refused),
                                        outcome.source))
