@@ -167,15 +167,18 @@ def _stencil_case(group, fn, shape, size, *, dtype="float32", border="nearest", 
     return EvalCase(group, "stencil", size, build)
 
 
-def _synthetic_case(shape4, complex_body, size):
+def _synthetic_case(shape4, complex_body, size, border="nearest", dtype="float32"):
     n, s, e, w = shape4
     group = f"synthetic_{n}_{s}_{e}_{w}_{'complex' if complex_body else 'simple'}"
-    src = synthetic.stencil_source(n, s, e, w, complex_body=complex_body, name="muscle")
+    if border != "nearest" or dtype != "float32":
+        group += f"_{border}_{dtype}"
+    src = synthetic.stencil_source(n, s, e, w, complex_body=complex_body, dtype=dtype,
+                                   name="muscle")
 
     def build():
         fn = synthetic._compile(src, "muscle")
-        st = sk.Stencil(fn, shape=sk.Shape(north=n, south=s, east=e, west=w))
-        m = sk.Matrix(np.random.default_rng(size).random((size, size)).astype(np.float32))
+        st = sk.Stencil(fn, shape=sk.Shape(north=n, south=s, east=e, west=w), border=border)
+        m = sk.Matrix(synthetic._data((size, size), dtype, np.random.default_rng(size)))
         return (lambda **kw: st(m, **kw)), st
     return EvalCase(group, "stencil", size, build)
 
@@ -212,12 +215,13 @@ def _zip_case(size):
     return EvalCase("zip_saxpy", "map", size, build)
 
 
-def _reduce_case(size):
+def _reduce_case(size, dtype="float32"):
     def build():
         r = sk.Reduce(add, identity=0)
-        v = sk.Vector(np.random.default_rng(size).random(size * size).astype(np.float32))
+        v = sk.Vector(np.random.default_rng(size).random(size * size).astype(dtype))
         return (lambda **kw: r(v, **kw)), r
-    return EvalCase("reduce_sum", "reduce", size, build)
+    return EvalCase("reduce_sum" + ("" if dtype == "float32" else f"_{dtype}"), "reduce", size,
+                    build)
 
 
 def _reduce_max_case(size):
@@ -258,12 +262,19 @@ def cases(quick: bool, sizes: list[int], kinds: set[str] | None = None,
                 if quick and size > min(sizes) and k % 2:
                     continue
                 out.append(_synthetic_case(shape4, bool(k % 2), size))
+            if not quick:
+                # border modes and dtypes beyond the default (seed 002's generator varies
+                # shape, dtype and body; the border mode changes the index arithmetic)
+                out += [_synthetic_case((1, 1, 1, 1), False, size, "wrap", "int32"),
+                        _synthetic_case((1, 1, 1, 1), True, size, "wrap", "float32")]
         if "Map" in have:
             out += [_map_case(size), _poly_case(size)]
             if hasattr(sk, "Zip"):
                 out.append(_zip_case(size))
-        if "Reduce" in have:       # two kernels, so Reduce is cross-validated too
+        if "Reduce" in have:       # several kernels, so Reduce is cross-validated too
             out += [_reduce_case(size), _reduce_max_case(size)]
+            if not quick:
+                out.append(_reduce_case(size, "float64"))
     if kinds:
         out = [c for c in out if c.kind in kinds]
     return out, notes
@@ -392,12 +403,13 @@ def _space_of(sd: tmodel.ScenarioData) -> ParamSpace:
 
 
 def predict_for(gm: tmodel.GroupModel, sd: tmodel.ScenarioData, approach: str,
-                coarsen: str) -> str:
+                coarsen: str, **choose_kw: Any) -> str:
     """The params JSON the model picks for a held-out scenario (among its measured points)."""
     space = _space_of(sd)
     pts = space.points()
     cand = tmodel.CandidateSet(pts, space.names, {p.name: p.numeric for p in space.params})
-    pick = tmodel.choose(gm, sd.features, cand, set(), approach=approach, coarsen=coarsen)
+    pick = tmodel.choose(gm, sd.features, cand, set(), approach=approach, coarsen=coarsen,
+                         **choose_kw)
     if pick is None:
         # the tuner's own fallback: the default (never the held-out scenario's measured best)
         return sd.default_key if sd.default_key in sd.times else \
@@ -410,10 +422,25 @@ def predict_for(gm: tmodel.GroupModel, sd: tmodel.ScenarioData, approach: str,
 
 METHODS = [("classifier", "joint"), ("runtime", "joint"), ("runtime", "doubling"),
            ("speedup", "joint"), ("speedup", "doubling")]
+# Not a model alone: the speedup regressor's shortlist of k points, each measured once (as an
+# online tuner would on its first k calls), the fastest kept. The pick is chosen from the
+# sweep's times; its ratio, like every other, comes from the confirmation round.
+SHORTLISTS = (4, 8)
+
+
+def shortlist_for(gm: tmodel.GroupModel, sd: tmodel.ScenarioData, k: int,
+                  **choose_kw: Any) -> str | None:
+    space = _space_of(sd)
+    pts = space.points()
+    cand = tmodel.CandidateSet(pts, space.names, {p.name: p.numeric for p in space.params})
+    idx = tmodel.shortlist(gm, sd.features, cand, set(), k, approach="speedup", **choose_kw)
+    keys = [tstore.params_json(cand.points[i]) for i in idx]
+    return min(keys, key=sd.times.__getitem__) if keys else None
 
 
 def evaluate(scns: list[tmodel.ScenarioData], groups: dict[str, str], info: dict[str, dict],
-             n_estimators: int, fit_kw: dict | None = None) -> dict:
+             n_estimators: int, fit_kw: dict | None = None,
+             choose_kw: dict | None = None) -> dict:
     """Leave-one-kernel-out per parameter signature; returns per-scenario rows + summary."""
     by_sig: dict[str, list[tmodel.ScenarioData]] = {}
     for sd in scns:
@@ -447,9 +474,15 @@ def evaluate(scns: list[tmodel.ScenarioData], groups: dict[str, str], info: dict
                     if gm is None:
                         row[name] = None
                         continue
-                    k = predict_for(gm, sd, approach, co)
+                    k = predict_for(gm, sd, approach, co, **(choose_kw or {}))
                     row[name] = best_t / sd.times[k]
                     row[name + ":point"] = json.loads(k)
+                for n_short in SHORTLISTS if gm is not None else ():
+                    k = shortlist_for(gm, sd, n_short, **(choose_kw or {}))
+                    if k is not None:
+                        name = f"speedup/measure{n_short}"
+                        row[name] = best_t / sd.times[k]
+                        row[name + ":point"] = json.loads(k)
                 ex = info[sd.key].get("expert")
                 exk = tstore.params_json(ex) if ex else None
                 for b, k in (("default", sd.default_key), ("static", static),
@@ -480,60 +513,109 @@ def _confirm_points(sd: tmodel.ScenarioData, rows: list[dict], top_k: int) -> li
     return [k for k in keys if k in sd.times]
 
 
-def confirm(rows: list[dict], scns: list[tmodel.ScenarioData], info: dict[str, dict],
-            lookup: dict[tuple[str, int], EvalCase], *, top_k: int = 6, rounds: int = 15,
-            seconds: float = 8.0, estimator: str = "min") -> dict[str, dict]:
-    """Re-measure, per scenario, the sweep's top ``top_k`` points, every point that any method
-    or baseline picked and the runtime's choice, interleaved round-robin in one time window
-    (so a disturbance hits all candidates alike rather than one), ``rounds`` times or until
-    ``seconds`` ran out (at least 3 rounds). Returns scenario -> {params JSON or
-    "runtime_choice": seconds}; ratios computed from these are free of the sweep's winner's
-    curse (its oracle is the minimum over many single noisy estimates)."""
+def remeasure(scns: list[tmodel.ScenarioData], info: dict[str, dict],
+              lookup: dict[tuple[str, int], EvalCase],
+              points_of: Callable[[tmodel.ScenarioData], list[str]], *,
+              runtime_choice: bool = False, rounds: int = 15, seconds: float = 8.0,
+              passes: int = 1, estimator: str = "min", label: str = "confirm"
+              ) -> dict[str, dict]:
+    """Re-measure ``points_of(sd)`` (params JSON) of every scenario, and its runtime-choice
+    point if asked, interleaved round-robin in one time window (a disturbance hits all the
+    candidates alike rather than one), ``rounds`` times or until ``seconds`` ran out (at
+    least 3 rounds); then the same again ``passes`` times, minutes apart, since this VM's
+    slow spells (steal time) last seconds. Returns scenario -> {params JSON or
+    "runtime_choice": seconds over all samples, "_rounds": rounds in all}."""
     from skelpy.tuner.measure import run_seconds
 
+    samples: dict[str, dict[str, list[float]]] = {}
+    t_all = time.perf_counter()
+    for pas in range(passes):
+        for n, sd in enumerate(scns):
+            meta = info[sd.key]
+            case = lookup.get((meta["group"], int(meta["size"])))
+            keys = points_of(sd)
+            if case is None or not keys:
+                continue
+            call, _skel = case.build()
+            reqs = capture_request(call)
+            req = max(reqs, key=lambda r: r.dataset.get("n", 0))
+            if tuner.scenario_id(req) != sd.key:
+                print(f"{label}: {meta['group']}@{meta['size']} rebuilt as another scenario; "
+                      "skipped", flush=True)
+                continue
+            pts: dict[str, dict] = {k: json.loads(k) for k in keys}
+            rp = runtime_choice_point(req.space) if runtime_choice else None
+            if rp is not None:
+                pts["runtime_choice"] = dict(rp)
+            got = samples.setdefault(sd.key, {k: [] for k in pts})
+            t0 = time.perf_counter()
+            for k in list(pts):                       # warm-up (and drop what is refused now)
+                try:
+                    run_seconds(req.run, pts[k])
+                except RefusedParameters:
+                    del pts[k]
+            r = 0
+            while r < rounds and (r < 3 or time.perf_counter() - t0 < seconds):
+                order = list(pts)
+                order = order[r % len(order):] + order[:r % len(order)]   # rotate the order
+                for k in order:
+                    got[k].append(run_seconds(req.run, pts[k])[2])
+                r += 1
+            print(f"{label} pass {pas + 1}/{passes} [{n + 1}/{len(scns)}] {meta['group']}@"
+                  f"{meta['size']}: {len(pts)} points x {r} rounds in "
+                  f"{time.perf_counter() - t0:.1f} s (total {time.perf_counter() - t_all:.0f} s)",
+                  flush=True)
+    f = min if estimator == "min" else statistics.median
+    out: dict[str, dict] = {}
+    for key, got in samples.items():
+        out[key] = {k: f(v) for k, v in got.items() if v}
+        out[key]["_rounds"] = max((len(v) for v in got.values()), default=0)
+    return out
+
+
+def confirm(rows: list[dict], scns: list[tmodel.ScenarioData], info: dict[str, dict],
+            lookup: dict[tuple[str, int], EvalCase], *, top_k: int = 6,
+            **kw: Any) -> dict[str, dict]:
+    """The confirmation round: per scenario, the top ``top_k`` points, every point that any
+    method or baseline picked and the runtime's choice, re-measured by :func:`remeasure`.
+    Ratios computed from these are free of the sweep's winner's curse (its oracle is the
+    minimum over many single noisy estimates) and of one unlucky timing sinking a pick."""
     by_key: dict[str, list[dict]] = {}
     for r in rows:
         by_key.setdefault(r["scenario"], []).append(r)
-    out: dict[str, dict] = {}
-    for n, sd in enumerate(scns):
-        if sd.key not in by_key:
-            continue
-        meta = info[sd.key]
-        case = lookup.get((meta["group"], int(meta["size"])))
-        if case is None:
-            continue
-        call, _skel = case.build()
-        reqs = capture_request(call)
-        req = max(reqs, key=lambda r: r.dataset.get("n", 0))
-        if tuner.scenario_id(req) != sd.key:
-            print(f"confirm: {meta['group']}@{meta['size']} rebuilt as another scenario; "
-                  "skipped", flush=True)
-            continue
-        pts: dict[str, dict] = {k: json.loads(k) for k in _confirm_points(sd, by_key[sd.key],
-                                                                        top_k)}
-        rp = runtime_choice_point(req.space)
-        if rp is not None:
-            pts["runtime_choice"] = dict(rp)
-        samples: dict[str, list[float]] = {k: [] for k in pts}
-        t0 = time.perf_counter()
-        for k in list(pts):                       # warm-up (and drop what is refused now)
-            try:
-                run_seconds(req.run, pts[k])
-            except RefusedParameters:
-                del pts[k], samples[k]
-        r = 0
-        while r < rounds and (r < 3 or time.perf_counter() - t0 < seconds):
-            order = list(pts)
-            order = order[r % len(order):] + order[:r % len(order)]   # rotate the order
-            for k in order:
-                samples[k].append(run_seconds(req.run, pts[k])[2])
-            r += 1
-        f = min if estimator == "min" else statistics.median
-        out[sd.key] = {k: f(v) for k, v in samples.items() if v}
-        out[sd.key]["_rounds"] = r
-        print(f"confirm [{n + 1}/{len(scns)}] {meta['group']}@{meta['size']}: {len(pts)} "
-              f"points x {r} rounds in {time.perf_counter() - t0:.1f} s", flush=True)
-    return out
+    todo = [sd for sd in scns if sd.key in by_key]
+    return remeasure(todo, info, lookup,
+                     lambda sd: _confirm_points(sd, by_key[sd.key], top_k),
+                     runtime_choice=True, label="confirm", **kw)
+
+
+def refine(scns: list[tmodel.ScenarioData], info: dict[str, dict],
+           lookup: dict[tuple[str, int], EvalCase], *, top_k: int = 8,
+           **kw: Any) -> dict[str, dict]:
+    """Training data the models can trust: per scenario, the sweep's best ``top_k`` points, the
+    default (every speedup target is relative to it) and the expert point re-measured by
+    :func:`remeasure`, before any model sees them. Apply with :func:`apply_refined`."""
+    def points_of(sd: tmodel.ScenarioData) -> list[str]:
+        keys = dict.fromkeys(sorted(sd.times, key=sd.times.__getitem__)[:top_k])
+        keys[sd.default_key] = None
+        ex = info[sd.key].get("expert")
+        if ex:
+            keys[tstore.params_json(ex)] = None
+        return [k for k in keys if k in sd.times]
+    return remeasure(scns, info, lookup, points_of, label="refine", **kw)
+
+
+def apply_refined(scns: list[tmodel.ScenarioData], refined: dict[str, dict],
+                  estimator: str = "min") -> int:
+    """Fold re-measured times into the scenarios (the minimum of both on a CPU, where each is
+    a minimum of repeats; else the re-measured one). Returns the points updated."""
+    n = 0
+    for sd in scns:
+        for k, t in refined.get(sd.key, {}).items():
+            if k in sd.times:
+                sd.times[k] = min(sd.times[k], t) if estimator == "min" else t
+                n += 1
+    return n
 
 
 def apply_confirmation(rows: list[dict], conf: dict[str, dict]) -> list[dict]:
@@ -592,8 +674,8 @@ def noise_report(rows: list[dict]) -> dict:
 def summarise(rows: list[dict]) -> dict:
     out: dict[str, Any] = {}
     baselines = BASELINES
-    for approach, co in METHODS:
-        name = f"{approach}/{co}"
+    names = [f"{a}/{c}" for a, c in METHODS] + [f"speedup/measure{k}" for k in SHORTLISTS]
+    for name in names:
         perf = [r[name] for r in rows if r.get(name)]
         if not perf:
             continue
@@ -788,6 +870,8 @@ def sweep_phase(args, out: Path) -> tuple[dict, list[dict]]:
     tuner.SWEEP_BUDGET = budget
     todo, notes = cases(args.quick, sizes,
                         set(args.kinds.split(",")) if args.kinds else None, args.synthetic)
+    if args.only:
+        todo = [c for c in todo if re.search(args.only, c.group)]
     if args.limit:
         todo = todo[:args.limit]
     for n in notes:
@@ -836,8 +920,27 @@ def sweep_phase(args, out: Path) -> tuple[dict, list[dict]]:
     return meta, records
 
 
+def write_pretrained(scns: list[tmodel.ScenarioData], meta: dict, path: Path,
+                     trees: int) -> None:
+    """Train on every analysed scenario and save the compact model the package ships for
+    this device kind (only the approach the device kind uses)."""
+    by: dict[str, list[tmodel.ScenarioData]] = {}
+    for sd in scns:
+        by.setdefault(tmodel.signature(sd.names), []).append(sd)
+    approach, _co = tmodel.default_method(scns[0].features)
+    groups = {sig: tmodel.fit_group(sig, sds, n_estimators=trees, n_jobs=-1,
+                                    approaches=(approach,))
+              for sig, sds in by.items() if len(sds) >= tmodel.MIN_SCENARIOS}
+    dm = tmodel.compact(tmodel.DeviceModel(meta["device_key"], 0, groups, time.time()),
+                        approach)
+    tmodel.save(dm, path)
+    print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB, {approach}, "
+          f"{len(scns)} scenarios)")
+
+
 def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path,
-                  trees: int, min_points: int = 40, confirm_args: dict | None = None) -> int:
+                  trees: int, min_points: int = 40, confirm_args: dict | None = None,
+                  save_pretrained: str | None = None, refined_file: str | None = None) -> int:
     info = {r["scenario"]: r for r in sweeps}
     groups = {r["scenario"]: r["group"] for r in sweeps}
     scns = [sd for sd in tmodel.load_scenarios(store, meta["device_key"]) if sd.key in info]
@@ -852,32 +955,63 @@ def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path
     if not scns:
         print("nothing to analyse")
         return 1
+    lookup: dict[tuple[str, int], EvalCase] = {}
+    if confirm_args is not None and sk.current_device().key != meta["device_key"]:
+        meta.setdefault("notes", []).append(
+            "no refinement or confirmation round: the sweeps are from another device")
+        confirm_args = None
+    if confirm_args is not None:
+        for q in (False, True):
+            for c in cases(q, [int(x) for x in meta["sizes"]], None,
+                           meta.get("synthetic_shapes"))[0]:
+                lookup.setdefault((c.group, c.size), c)
+    refine_args = None if confirm_args is None else \
+        {k: v for k, v in confirm_args.items() if k != "top_k"}
+    if refined_file and Path(refined_file).exists():
+        refined = json.loads(Path(refined_file).read_text())
+        meta["refined_from"] = str(refined_file)
+    elif refine_args is not None:
+        t0 = time.perf_counter()
+        refined = refine(scns, info, lookup, **refine_args)
+        meta["refine"] = dict(refine_args, seconds_total=time.perf_counter() - t0)
+        (out / f"tuner_eval_{meta['slug']}_refined.json").write_text(json.dumps(refined))
+    else:
+        refined = {}
+    if refined:
+        n = apply_refined(scns, refined, (confirm_args or {}).get("estimator", "min"))
+        meta["refined_points"] = n
+    if save_pretrained:
+        write_pretrained(scns, meta, Path(save_pretrained), trees)
+    if lookup:
+        # the decision overhead of the current default method, on this machine, now
+        recs = []
+        for sd in scns:
+            c = lookup.get((info[sd.key]["group"], int(info[sd.key]["size"])))
+            if c is not None:
+                reqs = capture_request(c.build()[0])
+                recs.append({"request": max(reqs, key=lambda r: r.dataset.get("n", 0))})
+        if recs:
+            if meta.get("overhead"):
+                meta["overhead_at_sweep"] = meta["overhead"]
+            meta["overhead"] = decision_overhead(
+                recs, tmodel.train(store, meta["device_key"], n_estimators=trees))
     ev = evaluate(scns, groups, info, trees)
     rows_sweep = ev["rows"]
     summary_sweep = summarise(rows_sweep)
     noise: dict = {}
     confirmed = False
     if confirm_args is not None:
-        if sk.current_device().key != meta["device_key"]:
+        t0 = time.perf_counter()
+        conf = confirm(rows_sweep, scns, info, lookup, **confirm_args)
+        ev["rows"] = apply_confirmation(rows_sweep, conf)
+        missing = len({r["scenario"] for r in rows_sweep}) - len(
+            {r["scenario"] for r in ev["rows"]})
+        if missing:
             meta.setdefault("notes", []).append(
-                "no confirmation round: the sweeps are from another device")
-        else:
-            lookup = {}
-            for q in (False, True):
-                for c in cases(q, [int(x) for x in meta["sizes"]], None,
-                               meta.get("synthetic_shapes"))[0]:
-                    lookup.setdefault((c.group, c.size), c)
-            t0 = time.perf_counter()
-            conf = confirm(rows_sweep, scns, info, lookup, **confirm_args)
-            ev["rows"] = apply_confirmation(rows_sweep, conf)
-            missing = len({r["scenario"] for r in rows_sweep}) - len(
-                {r["scenario"] for r in ev["rows"]})
-            if missing:
-                meta.setdefault("notes", []).append(
-                    f"{missing} scenarios could not be confirmed and are left out")
-            noise = noise_report(ev["rows"])
-            confirmed = True
-            meta["confirm"] = dict(confirm_args, seconds_total=time.perf_counter() - t0)
+                f"{missing} scenarios could not be confirmed and are left out")
+        noise = noise_report(ev["rows"])
+        confirmed = True
+        meta["confirm"] = dict(confirm_args, seconds_total=time.perf_counter() - t0)
     summary = summarise(ev["rows"])
     n_ref = sum(len(sd.refused) for sd in scns)
     n_pts = sum(len(sd.times) for sd in scns)
@@ -889,9 +1023,11 @@ def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path
         print("note:", n)
     for f in meta.get("failures", []):
         print("failed:", f)
-    best = max((n for n in summary if "/" in n),
+    best = max((n for n in summary if "/" in n and "measure" not in n),
                key=lambda n: summary[n]["perf_geomean"], default=None)
-    print(f"best method here: {best}")
+    best_online = max((n for n in summary if "measure" in n),
+                      key=lambda n: summary[n]["perf_geomean"], default=None)
+    print(f"best method here: {best} (model alone); with measurement: {best_online}")
     slug = meta["slug"]
     files = plots(slug, ev["rows"], summary, out)
     if noise:
@@ -904,7 +1040,8 @@ def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path
     result = {**{k: v for k, v in meta.items()}, "summary": summary, **extra,
               "confirmed": confirmed, "summary_sweep_only": summary_sweep, "noise": noise,
               "rows_sweep_only": rows_sweep if confirmed else None,
-              "best_method": best, "rows": ev["rows"], "plots": files,
+              "best_method": best, "best_with_measurement": best_online,
+              "rows": ev["rows"], "plots": files,
               "notes": meta.get("notes", []) + ev["notes"],
               "sweeps": sweeps, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
               "default_method": "/".join(tmodel.DEFAULTS_BY_KIND[
@@ -931,6 +1068,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most this many cases")
     ap.add_argument("--minutes", type=float, default=None,
                     help="start no new sweep after this many minutes (then analyse)")
+    ap.add_argument("--only", default=None, help="sweep only kernels whose name matches "
+                    "this regular expression (e.g. to add kernels to earlier sweeps)")
     ap.add_argument("--kinds", default=None, help="comma list of stencil,map,reduce")
     ap.add_argument("--case-seconds", type=float, default=None,
                     help="stop measuring new points of one scenario after this long")
@@ -947,12 +1086,21 @@ def main(argv=None) -> int:
     ap.add_argument("--prune", type=float, default=None,
                     help="sweep: a point whose warm-up is this many times slower than the "
                     "best so far keeps that one timing (default 8)")
+    ap.add_argument("--save-pretrained", metavar="PKL", default=None,
+                    help="also train on all analysed scenarios and save the compact model "
+                    "(skelpy/tuner/pretrained/ ships one for PoCL CPUs)")
     ap.add_argument("--no-confirm", action="store_true",
                     help="compute the ratios from the sweep itself (no confirmation round)")
     ap.add_argument("--confirm-top", type=int, default=6,
                     help="confirmation: the sweep's best this many points per scenario, plus "
                     "every point a method or baseline picked")
     ap.add_argument("--confirm-rounds", type=int, default=15)
+    ap.add_argument("--confirm-passes", type=int, default=None,
+                    help="repeat the refinement and confirmation rounds over all scenarios "
+                    "this many times, minutes apart (default: 3 on a CPU, else 1)")
+    ap.add_argument("--refined", default=None, metavar="JSON",
+                    help="reuse the refined times a previous analysis saved "
+                    "(…_refined.json) instead of re-measuring them")
     ap.add_argument("--confirm-seconds", type=float, default=8.0,
                     help="confirmation: stop adding rounds to a scenario after this long")
     ap.add_argument("--sweep-only", action="store_true",
@@ -965,7 +1113,8 @@ def main(argv=None) -> int:
     is_cpu = not sk.current_device().features.get("dev_is_gpu", 1.0)
     confirm_args = None if args.no_confirm else {
         "top_k": args.confirm_top, "rounds": args.confirm_rounds,
-        "seconds": args.confirm_seconds, "estimator": "min" if is_cpu else "median"}
+        "seconds": args.confirm_seconds, "estimator": "min" if is_cpu else "median",
+        "passes": args.confirm_passes or (3 if is_cpu else 1)}
     if args.min_points is None:
         args.min_points = 10 if args.quick else 40
     if args.case_seconds is None and args.quick:
@@ -1005,7 +1154,7 @@ def main(argv=None) -> int:
         else:
             meta["slug"] = _slug(meta["device"])
         return analyse_phase(meta, sweeps, store, out, args.trees, args.min_points,
-                             confirm_args)
+                             confirm_args, args.save_pretrained, args.refined)
     cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="skelpy-eval-"))
     os.environ["SKELPY_CACHE_DIR"] = str(cache)
     tstore.reset_store()
@@ -1017,7 +1166,7 @@ def main(argv=None) -> int:
         return 0
     sweeps = [{k: v for k, v in r.items() if k != "request"} for r in records]
     return analyse_phase(meta, sweeps, tstore.get_store(), out, args.trees, args.min_points,
-                         confirm_args)
+                         confirm_args, args.save_pretrained, args.refined)
 
 
 if __name__ == "__main__":

@@ -240,3 +240,31 @@ def test_default_method_depends_on_the_device_kind():
     assert tmodel.default_method({"dev_is_gpu": 0.0}) == tmodel.DEFAULTS_BY_KIND["cpu"]
     for approach, coarsen in tmodel.DEFAULTS_BY_KIND.values():
         assert approach in tmodel.APPROACHES and coarsen in tmodel.COARSEN_STRATEGIES
+
+
+def test_shortlist_is_best_first_skips_refused_and_contains_the_joint_pick():
+    gm = tmodel.train(_fill_store([1, 3, 5, 7]), DEV, n_estimators=8).groups[
+        "wg,coarsen,blocked"]
+    cand = tmodel.CandidateSet(SPACE.points(), SPACE.names, {p.name: p.numeric for p in
+                                                             SPACE.params})
+    feats = scenario_features("map", {"dev_is_gpu": 1.0}, {"ops_add": 3.0},
+                              {"n": 1e6, "dtype_size": 4}, {"limits": {"wg": 256, "coarsen": 8}})
+    short = tmodel.shortlist(gm, feats, cand, set(), 3, approach="speedup")
+    assert len(short) == 3 and len(set(short)) == 3
+    assert short[0] == tmodel.choose(gm, feats, cand, set(), approach="speedup")
+    again = tmodel.shortlist(gm, feats, cand, {short[0]}, 3, approach="speedup")
+    assert short[0] not in again and again[:2] == short[1:]
+
+
+def test_risk_penalises_points_the_trees_disagree_on():
+    from sklearn.ensemble import RandomForestRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 2)).astype(np.float32)
+    y = np.where(X[:, 0] > 0.5, rng.normal(1.0, 2.0, 300), 0.8)   # right half: a gamble
+    f = tmodel.PackedForest(RandomForestRegressor(n_estimators=16, max_depth=6,
+                                                  random_state=0).fit(X, y))
+    Xt = np.array([[0.9, 0.5], [0.1, 0.5]], np.float32)
+    mean, sd = f.predict_spread(Xt)
+    np.testing.assert_allclose(mean, f.predict(Xt), rtol=1e-9)
+    assert sd[0] > 10 * sd[1]

@@ -50,11 +50,21 @@ COARSEN_STRATEGIES = ("joint", "doubling")
 # scheme lost to choosing coarsening jointly (94.2% vs 96.3%).
 DEFAULT_APPROACH = "speedup"
 DEFAULT_COARSEN = "joint"
-# On PoCL (2-core CPU, 15 scenarios of 80 sampled points each, benchmarks/results/
-# tuner_eval_pthread-haswell-amd-epyc_quick.json) the runtime regressor with seed 000's
-# doubling did best (64% of the oracle vs 44% for speedup/joint); the CPU measurements were
-# noisy (a shared machine), so this choice is provisional.
-DEFAULTS_BY_KIND = {"gpu": (DEFAULT_APPROACH, DEFAULT_COARSEN), "cpu": ("runtime", "doubling")}
+# On PoCL (2-core CPU) see benchmarks/results/tuner_eval_pthread-haswell-amd-epyc.json: with
+# refined training data and a confirmation round, speedup/joint did best (and its decision
+# stays under a millisecond; seed 000's doubling scores a whole coarsening-1 plane: ~3 ms).
+DEFAULTS_BY_KIND = {"gpu": (DEFAULT_APPROACH, DEFAULT_COARSEN), "cpu": ("speedup", "joint")}
+
+
+# Risk aversion of the regressors' pick: score = predicted value - RISK * spread over the trees.
+# A CPU's best point is very kernel-specific (a point that is best for one kernel can be 5x
+# slower for a similar one), so there a confident good pick beats an uncertain better one.
+RISK_BY_KIND = {"gpu": 0.0, "cpu": 0.0}
+
+
+def default_risk(scen_feats: Mapping[str, float]) -> float:
+    kind = "gpu" if scen_feats.get("dev_is_gpu", 1.0) else "cpu"
+    return RISK_BY_KIND.get(kind, 0.0)
 
 
 def default_method(device_features: Mapping[str, float]) -> tuple[str, str]:
@@ -125,6 +135,12 @@ class PackedForest:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Mean leaf value: shape (rows,) for regressors, (rows, classes) for classifiers."""
         return self.value[self.leaves(X)].mean(axis=0)
+
+    def predict_spread(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and standard deviation over the trees (regressors): the trees disagree where
+        the training kernels disagree, which is where a pick is a gamble."""
+        v = self.value[self.leaves(X)].astype(np.float64)
+        return v.mean(axis=0), v.std(axis=0)
 
 
 # -- training data ------------------------------------------------------------------------------
@@ -308,6 +324,72 @@ class DeviceModel:
     groups: dict[str, GroupModel]
     trained_at: float = 0.0
     version: int = MODEL_VERSION
+    pretrained: bool = False          # shipped with the package, not trained on this machine
+
+
+# -- a starting model shipped with the package ---------------------------------------------------
+
+PRETRAINED_DIR = Path(__file__).with_name("pretrained")
+# A local group replaces the shipped one once it was trained on this many scenarios: fewer
+# local scenarios generalise worse than the shipped model's evaluation set.
+PRETRAINED_OVERRIDE_SCENARIOS = 4
+
+
+def pretrained_name(device: str) -> str | None:
+    """The shipped model for this kind of device, if any: PoCL's pthread CPU driver (the one
+    device kind every install can have, and where a fresh install otherwise gets defaults)."""
+    d = device.lower()
+    if "portable computing language" in d and "pthread" in d:
+        return "pocl-pthread-cpu.pkl"
+    return None
+
+
+def load_pretrained(device: str) -> DeviceModel | None:
+    """The shipped starting model for ``device`` (SKELPY_TUNE_PRETRAINED=off disables it)."""
+    if os.environ.get("SKELPY_TUNE_PRETRAINED", "on").lower() in ("off", "0", "no"):
+        return None
+    name = pretrained_name(device)
+    if name is None:
+        return None
+    m = load(PRETRAINED_DIR / name)
+    if m is None:
+        return None
+    return DeviceModel(device, 0, dict(m.groups), m.trained_at, pretrained=True)
+
+
+def merge_pretrained(local: DeviceModel, shipped: DeviceModel | None) -> DeviceModel:
+    """Signatures this machine has too little data for keep the shipped model's group."""
+    if shipped is None:
+        return local
+    for sig, g in shipped.groups.items():
+        mine = local.groups.get(sig)
+        if mine is None or mine.n_scenarios < min(PRETRAINED_OVERRIDE_SCENARIOS,
+                                                  g.n_scenarios):
+            local.groups[sig] = g
+    return local
+
+
+def compact(model: DeviceModel, approach: str) -> DeviceModel:
+    """A copy keeping only ``approach``'s forests, with narrower integer and value arrays
+    (the shipped file stays small; predictions are unchanged: thresholds keep float64)."""
+    import copy
+
+    out = copy.deepcopy(model)
+    for g in out.groups.values():
+        for name in APPROACHES:
+            if name != approach:
+                setattr(g, name, None)
+                if name == "classifier":
+                    g.classes = []
+        for name in APPROACHES:
+            f = getattr(g, name)
+            if f is None:
+                continue
+            f.feature = f.feature.astype(np.int32)
+            f.children = f.children.astype(np.int32)
+            f.roots = f.roots.astype(np.int32)
+            f.value = f.value.astype(np.float32)
+    return out
 
 
 def train(store: Any, device: str, **kw: Any) -> DeviceModel:
@@ -327,9 +409,10 @@ def train(store: Any, device: str, **kw: Any) -> DeviceModel:
 
 def choose(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
            refused: set[int], *, approach: str = DEFAULT_APPROACH,
-           coarsen: str = DEFAULT_COARSEN) -> int | dict | None:
+           coarsen: str = DEFAULT_COARSEN, risk: float | None = None) -> int | dict | None:
     """The model's pick among ``cand``: an index into it, or (classifier) a point dict that
-    the caller must map to the nearest legal, unrefused point."""
+    the caller must map to the nearest legal, unrefused point. ``risk`` (default: per device
+    kind, :data:`RISK_BY_KIND`) penalises the regressors' disagreement between trees."""
     scen = gm.scen_schema.vector(scen_feats)
     if approach == "classifier":
         pred = gm.classify(scen)
@@ -341,7 +424,7 @@ def choose(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
     if forest is None:
         return None
     scorer = _Scorer(gm, forest, scen, scen_feats, cand, sign=-1.0 if approach == "runtime"
-                     else 1.0)
+                     else 1.0, risk=default_risk(scen_feats) if risk is None else risk)
     if coarsen == "doubling" and cand.coarsen_names:
         return _doubling(scorer, cand, refused)
     idx = [i for i in cand.plausible(gm) if i not in refused]
@@ -353,12 +436,32 @@ def choose(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
     return idx[int(np.argmax(sc))]
 
 
+def shortlist(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
+              refused: set[int], k: int, *, approach: str = DEFAULT_APPROACH,
+              risk: float | None = None) -> list[int]:
+    """The regressor's ``k`` best-scored candidates (indices into ``cand``), best first: what
+    an online tuner should measure first when one prediction is not trusted (CPUs)."""
+    forest = gm.runtime if approach == "runtime" else gm.speedup
+    if forest is None:
+        return []
+    scen = gm.scen_schema.vector(scen_feats)
+    scorer = _Scorer(gm, forest, scen, scen_feats, cand, sign=-1.0 if approach == "runtime"
+                     else 1.0, risk=default_risk(scen_feats) if risk is None else risk)
+    idx = [i for i in cand.plausible(gm) if i not in refused]
+    if not idx:
+        return []
+    sc = scorer(idx)
+    return [idx[j] for j in np.argsort(-sc, kind="stable")[:k]]
+
+
 class _Scorer:
     """Scores candidate indices for one scenario, remembering what it has scored."""
 
     def __init__(self, gm: GroupModel, forest: PackedForest, scen: np.ndarray,
-                 scen_feats: Mapping[str, float], cand: CandidateSet, sign: float):
+                 scen_feats: Mapping[str, float], cand: CandidateSet, sign: float,
+                 risk: float = 0.0):
         self.gm, self.forest, self.scen, self.cand, self.sign = gm, forest, scen, cand, sign
+        self.risk = risk
         self.scen_feats = scen_feats
         self.known: dict[int, float] = {}
 
@@ -369,8 +472,13 @@ class _Scorer:
             X = np.empty((len(todo), self.scen.shape[0] + P.shape[1]), np.float32)
             X[:, :self.scen.shape[0]] = self.scen
             X[:, self.scen.shape[0]:] = P
-            for i, v in zip(todo, self.forest.predict(X)):
-                self.known[i] = self.sign * float(v)
+            if self.risk:
+                mean, sd = self.forest.predict_spread(X)
+                sc = self.sign * mean - self.risk * sd
+            else:
+                sc = self.sign * self.forest.predict(X)
+            for i, v in zip(todo, sc):
+                self.known[i] = float(v)
         return np.asarray([self.known[i] for i in idx])
 
 
@@ -518,6 +626,8 @@ class ModelManager:
             if device not in self._checked:
                 path = self._path(device)
                 m = load(path) if path is not None else None
+                if m is None:
+                    m = load_pretrained(device)
                 self._models[device] = m
                 self._checked.add(device)
                 have = m.n_measurements if m is not None else 0
@@ -560,7 +670,7 @@ class ModelManager:
 
     def retrain(self, device: str, **kw: Any) -> DeviceModel:
         """Train now, save next to the store, and use it from the next decision on."""
-        m = train(self.store, device, **kw)
+        m = merge_pretrained(train(self.store, device, **kw), load_pretrained(device))
         path = self._path(device)
         if path is not None:
             with contextlib.suppress(OSError):
