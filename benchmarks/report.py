@@ -101,9 +101,30 @@ def load(results: Path) -> list[dict]:
             continue
         if isinstance(doc, dict) and str(doc.get("schema", "")).startswith(SCHEMA_PREFIX):
             doc["_file"] = path.name
+            _attach_tuner_eval(doc, results)
             docs.append(doc)
     docs.sort(key=lambda d: (d.get("device_kind") != "gpu", d.get("device", "")))
     return docs
+
+
+def _attach_tuner_eval(doc: dict, results: Path) -> None:
+    """Use the standalone ``benchmarks/tuner_eval.py`` result of this device (the full run,
+    which takes longer than a suite's budget) when it is newer than what the suite ran, and
+    re-derive the targets from it."""
+    path = results / f"tuner_eval_{doc.get('device_slug', '')}.json"
+    try:
+        te = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    have = doc.get("tuner_eval") or {}
+    if have.get("summary") and str(have.get("when", "")) >= str(te.get("when", "")):
+        return
+    te["_file"] = path.name
+    doc["tuner_eval"] = te
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks import suite
+
+    doc["targets"] = suite.targets(doc)
 
 
 def _largest_rows(doc: dict) -> list[dict]:
@@ -392,15 +413,21 @@ def device_section(doc: dict, charts: dict[str, str]) -> list[str]:
         for name, s in te["summary"].items():
             trs.append([name, fmt_pct(s.get("perf_geomean")), fmt_pct(s.get("perf_median")),
                         fmt_x(s.get("speedup_over_static")), fmt_x(s.get("speedup_over_expert")),
-                        fmt_x(s.get("speedup_over_default"))])
+                        fmt_x(s.get("speedup_over_default")),
+                        fmt_x(s.get("speedup_over_runtime_choice"))])
         L += _table(["method", "of oracle (geomean)", "median", "vs best static",
-                     "vs expert 32x4/128", "vs default"], trs)
+                     "vs expert 32x4/128", "vs default", "vs local_size=None"], trs)
         oh = te.get("overhead") or {}
         L.append("")
-        L.append(f"{te.get('scenarios')} scenarios, {te.get('kernels')} kernels; refused "
-                 f"fraction {fmt_pct(te.get('refused_fraction'))}; model decision "
+        sizes = sorted({int(r["size"]) for r in te.get("rows") or [] if "size" in r})
+        L.append(f"{te.get('scenarios')} scenarios, {te.get('kernels')} kernels"
+                 + (f" at sizes {', '.join(f'{s}²' for s in sizes)}" if sizes else "")
+                 + f"; refused fraction {fmt_pct(te.get('refused_fraction'))}; model decision "
                  f"{fmt_num(oh.get('model_decision_ms_median'))} ms (median), cache hit "
-                 f"{fmt_num(oh.get('cache_hit_us_median'))} µs.")
+                 f"{fmt_num(oh.get('cache_hit_us_median'))} µs"
+                 + ("; ratios from a confirmation round that re-measures the candidates "
+                    "interleaved" if te.get("confirmed") else "")
+                 + (f" (source: `results/{te['_file']}`)" if te.get("_file") else "") + ".")
         L.append("")
     L.append("### Targets")
     L.append("")
