@@ -25,6 +25,7 @@ does not depend on scikit-learn's version.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import math
@@ -214,7 +215,9 @@ def static_ranking(data: Sequence[ScenarioData]) -> list[str]:
 
 
 def _baseline(sd: ScenarioData) -> float:
-    """The space default's time when measured, else the geometric mean of the scenario."""
+    """The space default's time when measured, else the geometric mean of the scenario.
+    (The scenario's median point as the reference was measured on PoCL too: 79.5% of the
+    oracle against 81.6% with the default, so the default stays.)"""
     t = sd.times.get(sd.default_key)
     if t is not None:
         return t
@@ -340,7 +343,7 @@ def pretrained_name(device: str) -> str | None:
     device kind every install can have, and where a fresh install otherwise gets defaults)."""
     d = device.lower()
     if "portable computing language" in d and "pthread" in d:
-        return "pocl-pthread-cpu.pkl"
+        return "pocl-pthread-cpu.pkl.gz"
     return None
 
 
@@ -576,9 +579,11 @@ def model_path(directory: Path, device: str) -> Path:
 
 
 def save(model: DeviceModel, path: Path) -> None:
+    """Pickle atomically (gzip-compressed when the name ends in .gz)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as f:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(tmp, "wb") as f:
         pickle.dump({"version": MODEL_VERSION, "model": model}, f,
                     protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(tmp, path)
@@ -588,7 +593,9 @@ def load(path: Path) -> DeviceModel | None:
     """A saved model, or None when missing, unreadable or of another version."""
     try:
         with open(path, "rb") as f:
-            blob = pickle.load(f)  # noqa: S301 - our own cache file
+            packed = f.read(2) == b"\x1f\x8b"          # gzip (the shipped model)
+        with (gzip.open(path, "rb") if packed else open(path, "rb")) as f:
+            blob = pickle.load(f)  # noqa: S301 - our own cache file or package data
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
             TypeError, ValueError):
         return None
