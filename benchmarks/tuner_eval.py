@@ -1044,7 +1044,7 @@ def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path
                       key=lambda n: summary[n]["perf_geomean"], default=None)
     print(f"best method here: {best} (model alone); with measurement: {best_online}")
     slug = meta["slug"]
-    files = plots(slug, ev["rows"], summary, out)
+    files = plots(slug + ("_quick" if meta.get("quick") else ""), ev["rows"], summary, out)
     if noise:
         print(f"noise: the sweep's oracle is still the best after confirmation in "
               f"{noise['sweep_oracle_still_best']:.0%} of scenarios; its sweep time was "
