@@ -25,6 +25,20 @@ Skeletons this build lacks are skipped with a note.
 
     python benchmarks/tuner_eval.py --quick          # CPU / CI scale
     python benchmarks/tuner_eval.py                  # the full set (a GPU)
+
+On a small CPU (PoCL, 2 cores) the full set does not fit in ~40 minutes: every sampled point
+is a separate kernel build (1-3 s on PoCL when not cached). The PoCL results in
+benchmarks/results/ come from this reduced set, swept in two runs and analysed together:
+
+    python benchmarks/tuner_eval.py --sweep-only --sizes 512,1024,2048 --max-points 96 \
+        --case-seconds 40 --minutes 30 --synthetic 0,1,2,8,4 --tag r1 \
+        --out benchmarks/results/tuner_eval_data
+    python benchmarks/tuner_eval.py --sweep-only --sizes 512,1024,2048 --max-points 64 \
+        --case-seconds 240 --synthetic 0,1,2,8,4 --only "_wrap_|float64" --tag r2 \
+        --out benchmarks/results/tuner_eval_data
+    python benchmarks/tuner_eval.py --analyse \
+        benchmarks/results/tuner_eval_data/tuner_eval_<device>_r1_sweeps.json,\
+        benchmarks/results/tuner_eval_data/tuner_eval_<device>_r2_sweeps.json
 """
 
 from __future__ import annotations
@@ -265,8 +279,9 @@ def cases(quick: bool, sizes: list[int], kinds: set[str] | None = None,
             if not quick:
                 # border modes and dtypes beyond the default (seed 002's generator varies
                 # shape, dtype and body; the border mode changes the index arithmetic)
-                out += [_synthetic_case((1, 1, 1, 1), False, size, "wrap", "int32"),
-                        _synthetic_case((1, 1, 1, 1), True, size, "wrap", "float32")]
+                # (the complex float32 body with "wrap" segfaults PoCL at wg 4x1024, cr 4,
+                # cc 4 on 512^2, a tile wider than the matrix: reported, left out here)
+                out.append(_synthetic_case((1, 1, 1, 1), False, size, "wrap", "int32"))
         if "Map" in have:
             out += [_map_case(size), _poly_case(size)]
             if hasattr(sk, "Zip"):
@@ -799,10 +814,10 @@ def plots(slug: str, rows: list[dict], summary: dict, out: Path) -> list[str]:
     ax.bar(x + 0.2, med, 0.4, label="median")
     ax.axhline(0.95, color="k", ls="--", lw=0.8, label="95% target")
     ax.set_xticks(x, names, rotation=30, ha="right")
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.2)
     ax.set_ylabel("performance relative to the oracle")
     ax.set_title(f"leave-one-kernel-out, {slug}")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper right", ncol=3)
     fig.tight_layout()
     p = out / f"tuner_eval_{slug}_perf.png"
     fig.savefig(p, dpi=110)
@@ -851,7 +866,7 @@ def sweep_phase(args, out: Path) -> tuple[dict, list[dict]]:
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else \
         ([512] if args.quick else [1024, 512, 2048, 4096])
     max_points = args.max_points if args.max_points is not None else \
-        (120 if args.quick else None)
+        (48 if args.quick else None)
     # On a CPU the noise only adds (other processes, interrupts): the minimum of the repeats
     # estimates the undisturbed time, the median drifts with the machine's load.
     is_cpu = not dev.features.get("dev_is_gpu", 1.0)
@@ -1029,7 +1044,7 @@ def analyse_phase(meta: dict, sweeps: list[dict], store: tstore.Store, out: Path
                       key=lambda n: summary[n]["perf_geomean"], default=None)
     print(f"best method here: {best} (model alone); with measurement: {best_online}")
     slug = meta["slug"]
-    files = plots(slug, ev["rows"], summary, out)
+    files = plots(slug + ("_quick" if meta.get("quick") else ""), ev["rows"], summary, out)
     if noise:
         print(f"noise: the sweep's oracle is still the best after confirmation in "
               f"{noise['sweep_oracle_still_best']:.0%} of scenarios; its sweep time was "
@@ -1059,7 +1074,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default=None, help="comma list of matrix sizes, the first "
                     "swept first for every kernel (default 1024,512,2048,4096)")
     ap.add_argument("--max-points", type=int, default=None,
-                    help="sample at most this many points per scenario (quick: 120)")
+                    help="sample at most this many points per scenario (quick: 48)")
     ap.add_argument("--device", default=None, help="sk.use() spec, e.g. gpu, cpu")
     ap.add_argument("--cache", default=None, help="tuning store folder (default: a fresh "
                     "temporary one, so the sweeps are this run's)")
@@ -1097,7 +1112,8 @@ def main(argv=None) -> int:
     ap.add_argument("--confirm-rounds", type=int, default=15)
     ap.add_argument("--confirm-passes", type=int, default=None,
                     help="repeat the refinement and confirmation rounds over all scenarios "
-                    "this many times, minutes apart (default: 3 on a CPU, else 1)")
+                    "this many times, minutes apart (default: 3 on a CPU, 1 on a GPU or "
+                    "with --quick)")
     ap.add_argument("--refined", default=None, metavar="JSON",
                     help="reuse the refined times a previous analysis saved "
                     "(…_refined.json) instead of re-measuring them")
@@ -1114,7 +1130,7 @@ def main(argv=None) -> int:
     confirm_args = None if args.no_confirm else {
         "top_k": args.confirm_top, "rounds": args.confirm_rounds,
         "seconds": args.confirm_seconds, "estimator": "min" if is_cpu else "median",
-        "passes": args.confirm_passes or (3 if is_cpu else 1)}
+        "passes": args.confirm_passes or (3 if is_cpu and not args.quick else 1)}
     if args.min_points is None:
         args.min_points = 10 if args.quick else 40
     if args.case_seconds is None and args.quick:

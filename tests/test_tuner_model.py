@@ -268,3 +268,38 @@ def test_risk_penalises_points_the_trees_disagree_on():
     mean, sd = f.predict_spread(Xt)
     np.testing.assert_allclose(mean, f.predict(Xt), rtol=1e-9)
     assert sd[0] > 10 * sd[1]
+
+
+def test_a_shipped_model_loads_only_for_its_device_kind_and_yields_to_local_data(
+        tmp_path, monkeypatch):
+    pocl = "Portable Computing Language | pthread-haswell-Some CPU | 6.0"
+    data = tmodel.load_scenarios(_fill_store([0, 1, 2, 3, 5, 7]), DEV)
+    sig = "wg,coarsen,blocked"
+
+    def model(sds):
+        return tmodel.DeviceModel(DEV, 0, {sig: tmodel.fit_group(sig, sds, n_estimators=4)})
+    shipped = model(data[:8])
+    monkeypatch.setattr(tmodel, "PRETRAINED_DIR", tmp_path)
+    assert tmodel.load_pretrained(pocl) is None                  # nothing shipped
+    tmodel.save(tmodel.compact(shipped, "speedup"), tmp_path / "pocl-pthread-cpu.pkl.gz")
+    assert (tmp_path / "pocl-pthread-cpu.pkl.gz").read_bytes()[:2] == b"\x1f\x8b"
+    m = tmodel.load_pretrained(pocl)
+    assert m is not None and m.pretrained and m.n_measurements == 0 and m.device == pocl
+    g = m.groups[sig]
+    assert g.classifier is None and g.runtime is None and g.speedup is not None
+    # compacting narrows the arrays but predicts the same
+    X = np.random.default_rng(0).random((20, g.speedup.feature.max() + 1)).astype(np.float32)
+    np.testing.assert_allclose(g.speedup.predict(X), shipped.groups[sig].speedup.predict(X),
+                               rtol=1e-6)
+    assert tmodel.load_pretrained(DEV) is None                   # another kind of device
+    assert tmodel.load_pretrained("Portable Computing Language | cpu-minimal | 6.0") is None
+    monkeypatch.setenv("SKELPY_TUNE_PRETRAINED", "off")
+    assert tmodel.load_pretrained(pocl) is None
+    monkeypatch.delenv("SKELPY_TUNE_PRETRAINED")
+    # a local model of too few scenarios keeps the shipped group; a larger one replaces it
+    small = model(data[8:10])
+    assert small.groups[sig].n_scenarios < tmodel.PRETRAINED_OVERRIDE_SCENARIOS
+    assert tmodel.merge_pretrained(small, m).groups[sig] is g
+    big = model(data[6:])
+    mine = big.groups[sig]
+    assert tmodel.merge_pretrained(big, m).groups[sig] is mine
