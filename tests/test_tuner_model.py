@@ -303,3 +303,24 @@ def test_a_shipped_model_loads_only_for_its_device_kind_and_yields_to_local_data
     big = model(data[6:])
     mine = big.groups[sig]
     assert tmodel.merge_pretrained(big, m).groups[sig] is mine
+
+
+def test_a_model_without_a_new_parameter_predicts_with_it_at_its_default():
+    """A model trained before a kernel grew a parameter (the shipped PoCL model predates the
+    stencil's vec) still predicts: among points where that parameter keeps its default."""
+    from skelpy.tuner.space import Param, ParamSpace
+
+    _fill_store([0, 1, 2, 3, 5, 6, 7])
+    tuner.manager().retrain(DEV)
+    wider = ParamSpace(list(SPACE.params) + [Param("vw", (1, 2, 4))],
+                       dict(SPACE.default, vw=2),
+                       constraint=lambda p: SPACE.is_legal({k: p[k] for k in SPACE.names}))
+    kern = FakeKernel(n=int(1e6), best_wg=16)
+    req = make_request(kern, space=wider, kernel_key="unseen-wider", features={"ops_add": 4.0})
+    out = tuner.execute(req)
+    assert out.source == "model" and out.params["vw"] == 2
+    assert out.params["wg"] in (8, 16, 32) and out.params["blocked"] == 0
+    # online mode measures the model's shortlist first: all of it at vw=2, best first
+    short = tuner._shortlist(req, tuner._state(req), tuner.manager(), 4)
+    assert len(short) == 4 and all(p["vw"] == 2 for p in short)
+    assert short[0] == out.params
