@@ -21,7 +21,14 @@ from .. import runtime as _rt
 from .. import tuner
 from ..containers import Container, IndexSpace, as_container
 from ..dtypes import c_type, check_dtype, storage_c_type
-from ..errors import DeviceError, DTypeError, ParameterError, ShapeError, SkelpyError
+from ..errors import (
+    DeviceError,
+    DTypeError,
+    ParameterError,
+    RefusedParameters,
+    ShapeError,
+    SkelpyError,
+)
 from ..muscle import Muscle
 from ..muscle.params import Scalar, global_array
 from ..tuner.space import ParamSpace
@@ -91,6 +98,19 @@ def scalar_value(value, dtype: np.dtype):
             return np.asarray(value).astype(dtype)[()]
     except (OverflowError, ValueError) as exc:
         raise DTypeError(f"cannot pass {value!r} as {dtype}: {exc}") from None
+
+
+def scalar_converter(value, param_dtypes: Mapping[int, np.dtype], param: int, origin: str):
+    """What :func:`scalar_value` does for an extra like ``value`` at muscle parameter
+    ``param``, as one call of a NumPy type (repeat-call paths run it on every call)."""
+    dt = param_dtypes.get(param)
+    if dt is None:
+        dt = classify_extra(value, origin, param)[0].dtype
+    return _as_uchar if dt == np.bool_ else dt.type
+
+
+def _as_uchar(v) -> np.uint8:
+    return np.uint8(bool(v))
 
 
 def extra_kernel_params(extras: Sequence, tm, first_param: int, prefix: str = "e"):
@@ -250,6 +270,16 @@ class Skeleton:
             return tuner.execute(req)
         except ParameterError as exc:
             raise self._error(ParameterError, str(exc)) from None
+
+    def _relaunch(self, rt: _rt.Runtime, kernel, gsize, lsize, argv, point) -> bool:
+        """A repeat-call launch at a settled point; False when the runtime refuses it now
+        (the caller then takes the full path, which records the refusal and falls back)."""
+        try:
+            ev = rt.launch(kernel, gsize, lsize, argv, params=point, skeleton=self.kind)
+        except RefusedParameters:
+            return False
+        self._pending_launch = (point, gsize, lsize, ev)
+        return True
 
     def _record(self, outcome: tuner.Outcome, global_size, local_size) -> None:
         self.last_launch = _rt.Launch(self.kind, dict(outcome.params), tuple(global_size),

@@ -26,7 +26,7 @@ from ..containers import (
     empty_like_shape,
 )
 from ..dtypes import c_type, storage_c_type
-from ..errors import DTypeError, RefusedParameters, ShapeError
+from ..errors import DTypeError, ShapeError
 from ..muscle.params import IndexPoint, Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
 from .base import (
@@ -34,12 +34,12 @@ from .base import (
     Plan,
     Skeleton,
     check_same_shape,
-    classify_extra,
     classify_extras,
     extra_kernel_args,
     extra_kernel_params,
     feature_dict,
     fp64_check,
+    scalar_converter,
     source_key,
 )
 
@@ -147,16 +147,14 @@ class _Elementwise(Skeleton):
             if isinstance(v, Container):
                 specs.append((type(v), v.dtype, None, None))
             elif type(v) in (bool, int, float) or isinstance(v, np.generic):
-                dt = plan.typed.scalar_dtypes.get(plan.n_muscle_inputs + k)
-                if dt is None:
-                    dt = classify_extra(v, self.origin, k + 1)[0].dtype
-                conv = _as_uchar if dt == np.bool_ else dt.type      # as scalar_value()
+                conv = scalar_converter(v, plan.typed.scalar_dtypes,
+                                        plan.n_muscle_inputs + k, self.origin)
                 specs.append((type(v), None, None, conv))
             else:
                 return None
         nargs = len(args)
         kernel = plan.kernel(rt, outcome.params)
-        point, ticket, kind = outcome.params, outcome.ticket, self.kind
+        point, ticket = outcome.params, outcome.ticket
         odt = plan.out_dtype
         out_cls = Vector if len(out_shape) == 1 else Matrix
         nbytes = math.prod(out_shape) * odt.itemsize
@@ -192,12 +190,7 @@ class _Elementwise(Skeleton):
                 return None
             out = out_cls._from_device(rt.allocate(nbytes), out_shape, odt, rt)
             argv[0] = out._buffer
-            try:
-                ev = rt.launch(kernel, gsize, lsize, argv, params=point, skeleton=kind)
-            except RefusedParameters:
-                return None                    # the full path records it and falls back
-            self._pending_launch = (point, gsize, lsize, ev)
-            return out
+            return out if self._relaunch(rt, kernel, gsize, lsize, argv, point) else None
 
         return fast
 
@@ -290,10 +283,6 @@ class _Elementwise(Skeleton):
         plan.n_muscle_inputs = n_muscle_inputs
         plan.space_factory = lambda rt, plan=plan: _space(rt, plan)
         return plan
-
-
-def _as_uchar(v) -> np.uint8:
-    return np.uint8(bool(v))
 
 
 def _input_desc(c) -> tuple:

@@ -43,7 +43,6 @@ from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import (
     DTypeError,
     ParameterError,
-    RefusedParameters,
     ShapeError,
     TranslationError,
 )
@@ -56,6 +55,7 @@ from .base import (
     classify_extra,
     feature_dict,
     fp64_check,
+    scalar_converter,
     scalar_value,
     source_key,
 )
@@ -723,10 +723,8 @@ def _repeat_launcher(skel: Stencil, bound: _Bound, m, extras, rt):
         if isinstance(v, (Matrix, Vector)):
             specs.append((type(v), v.dtype, v.shape, None))
         elif type(v) in (bool, int, float) or isinstance(v, np.generic):
-            dt = tm.scalar_dtypes.get(k + 1)
-            if dt is None:
-                dt = classify_extra(v, skel.origin, k + 1)[0].dtype
-            specs.append((type(v), None, None, _as_uchar if dt == np.bool_ else dt.type))
+            specs.append((type(v), None, None,
+                          scalar_converter(v, tm.scalar_dtypes, k + 1, skel.origin)))
         else:
             return None
     template = list(last["args"])
@@ -734,7 +732,7 @@ def _repeat_launcher(skel: Stencil, bound: _Bound, m, extras, rt):
     shape, in_dt, odt = bound.shape, m.dtype, bound.out_dtype
     nbytes = shape[0] * shape[1] * odt.itemsize
     kernel, gsize, lsize = last["kernel"], last["g"], last["l"]
-    point, ticket, kind = last["point"], last["ticket"], skel.kind
+    point, ticket = last["point"], last["ticket"]
     ticket_valid = tuner.ticket_valid
 
     def fast(m, call_extras):
@@ -759,18 +757,9 @@ def _repeat_launcher(skel: Stencil, bound: _Bound, m, extras, rt):
             return None
         dst = Matrix._from_device(rt.allocate(nbytes), shape, odt, rt)
         argv[0], argv[1] = dst._buffer, m.device_buffer(rt)
-        try:
-            ev = rt.launch(kernel, gsize, lsize, argv, params=point, skeleton=kind)
-        except RefusedParameters:
-            return None                        # the full path records it and falls back
-        skel._pending_launch = (point, gsize, lsize, ev)
-        return dst
+        return dst if skel._relaunch(rt, kernel, gsize, lsize, argv, point) else None
 
     return fast
-
-
-def _as_uchar(v) -> np.uint8:
-    return np.uint8(bool(v))
 
 
 class _Bound:

@@ -105,7 +105,7 @@ def ticket_valid(t: Ticket) -> bool:
     st = t.state
     if st.decision is not t.point or _store._store is not t.store or _store.store_changed():
         return False
-    if (_mode if _mode is not None else get_mode()) != t.mode:
+    if get_mode() != t.mode:
         return False
     g = st.generation
     return g < 0 or (_manager is not None and g == _manager.generation)
