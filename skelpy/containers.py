@@ -121,12 +121,12 @@ class Container:
             buf = rt.allocate(self.nbytes)
             if self.nbytes:
                 cl.enqueue_copy(rt.queue, buf, self._buffer, byte_count=self.nbytes)
-            return type(self)._from_device(buf, self._shape, self._dtype, rt)
+            return type(self).from_device(buf, self._shape, self._dtype, rt)
         return type(self)(self.to_numpy().copy())
 
     # -- device side ------------------------------------------------------------------------
     @classmethod
-    def _from_device(cls, buffer, shape, dtype, runtime):
+    def from_device(cls, buffer, shape, dtype, runtime):
         """A container whose only copy is ``buffer`` (a skeleton's result); shape and dtype
         are trusted, which keeps this off the per-call overhead."""
         self = object.__new__(cls)
@@ -165,7 +165,13 @@ class Container:
         self._host = host
         self._host_valid = True
 
-    def _device_written(self) -> None:
+    @property
+    def has_device_buffer(self) -> bool:
+        """Whether a device buffer exists (valid or not)."""
+        return self._buffer is not None
+
+    def mark_device_written(self) -> None:
+        """A kernel wrote the device buffer: the host copy is now stale."""
         self._device_valid = True
         self._host_valid = False
 
@@ -272,4 +278,4 @@ def empty_like_shape(shape: tuple[int, ...], dtype, runtime: _rt.Runtime) -> Con
     nbytes = math.prod(shape) * dt.itemsize
     buf = runtime.allocate(nbytes)
     cls = Vector if len(shape) == 1 else Matrix
-    return cls._from_device(buf, tuple(int(s) for s in shape), dt, runtime)
+    return cls.from_device(buf, tuple(int(s) for s in shape), dt, runtime)

@@ -141,7 +141,7 @@ class AllPairs(Skeleton):
             k = plan_kernel(plan, rt, point, plan.kernel_name)
             launched["g"], launched["l"] = gsize, (lx, ly)
             ev = rt.launch(k, gsize, (lx, ly), args, params=point, skeleton=self.kind)
-            out._device_written()
+            out.mark_device_written()
             return out, [ev]
 
         dataset = {"n": float(n) * m, "rows": float(n), "cols": float(m), "depth": float(d),

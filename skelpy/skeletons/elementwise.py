@@ -111,14 +111,14 @@ class _Elementwise(Skeleton):
             kernel = plan.kernel(rt, point)
             launched["g"], launched["l"] = (gsize,), lsize
             ev = rt.launch(kernel, (gsize,), lsize, fixed, params=point, skeleton=self.kind)
-            out._device_written()          # the tuner may read the result between runs
+            out.mark_device_written()          # the tuner may read the result between runs
             return out, [ev]
 
         dataset = {"n": float(n), "rows": float(shape[0]),
                    "cols": float(shape[1] if len(shape) > 1 else 1),
                    "dtype_size": float(plan.out_dtype.itemsize)}
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
-        out._device_written()
+        out.mark_device_written()
         self._record(outcome, launched["g"], launched["l"])
         if forced is None and out_dtype is None and outcome.ticket is not None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
@@ -161,7 +161,7 @@ class _Elementwise(Skeleton):
         ticket_valid = tuner.ticket_valid
 
         def fast(call_args):
-            if len(call_args) != nargs or _rt._current is not rt or not ticket_valid(ticket):
+            if len(call_args) != nargs or _rt.current() is not rt or not ticket_valid(ticket):
                 return None
             argv = [None, n_arg]
             try:
@@ -188,8 +188,8 @@ class _Elementwise(Skeleton):
                         argv.append(extra(a))
             except (OverflowError, ValueError, TypeError):
                 return None
-            out = out_cls._from_device(rt.allocate(nbytes), out_shape, odt, rt)
-            argv[0] = out._buffer
+            argv[0] = buf = rt.allocate(nbytes)
+            out = out_cls.from_device(buf, out_shape, odt, rt)
             return out if self._relaunch(rt, kernel, gsize, lsize, argv, point) else None
 
         return fast

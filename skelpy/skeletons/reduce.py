@@ -302,7 +302,7 @@ class _Reduction(Skeleton):
                 events.append(rt.launch(k2, (wg,), (wg,), [partial, rbuf, np.int64(groups),
                                                            ident],
                                         params=point, skeleton=self.kind))
-            result._device_written()
+            result.mark_device_written()
             return result, events
 
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
@@ -331,7 +331,7 @@ class _Reduction(Skeleton):
                     np.int64(sk_), np.int32(lanes), np.int32(axis == 1), ident, *fixed]
             launched["g"], launched["l"] = (groups * wg,), (wg,)
             ev = rt.launch(k, (groups * wg,), (wg,), args, params=point, skeleton=self.kind)
-            out._device_written()
+            out.mark_device_written()
             return out, [ev]
 
         outcome = self._run_tuned(plan, rt, dataset, forced, run)

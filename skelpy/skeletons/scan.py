@@ -130,7 +130,7 @@ class Scan(Skeleton):
             else:
                 levels(point, src, dst, n, inc, 0, events)
             launched["g"], launched["l"] = (tiles * wg,), (wg,)
-            out._device_written()
+            out.mark_device_written()
             return out, events
 
         dataset = {"n": float(n), "rows": float(c.shape[0]),

@@ -737,7 +737,7 @@ def _repeat_launcher(skel: Stencil, bound: _Bound, m, extras, rt):
 
     def fast(m, call_extras):
         if type(m) is not Matrix or m.shape != shape or m.dtype != in_dt \
-                or len(call_extras) != len(specs) or _rt._current is not rt \
+                or len(call_extras) != len(specs) or _rt.current() is not rt \
                 or not ticket_valid(ticket):
             return None
         argv = template[:first_extra]
@@ -755,8 +755,9 @@ def _repeat_launcher(skel: Stencil, bound: _Bound, m, extras, rt):
                     argv.append(np.int64(v.shape[0]))
         except (OverflowError, ValueError, TypeError):
             return None
-        dst = Matrix._from_device(rt.allocate(nbytes), shape, odt, rt)
-        argv[0], argv[1] = dst._buffer, m.device_buffer(rt)
+        argv[0] = buf = rt.allocate(nbytes)
+        argv[1] = m.device_buffer(rt)
+        dst = Matrix.from_device(buf, shape, odt, rt)
         return dst if skel._relaunch(rt, kernel, gsize, lsize, argv, point) else None
 
     return fast
@@ -797,7 +798,7 @@ class _Bound:
         plan, skel = self.plan, self.skel
         rows, cols = self.shape
         if rows * cols == 0:
-            dst._device_written()
+            dst.mark_device_written()
             launches.append(_rt.Launch(skel.kind, {}, (0, 0), None, source="empty"))
             return
         fixed = [dst.device_buffer(rt), src.device_buffer(rt), np.int32(rows), np.int32(cols)]
@@ -836,7 +837,7 @@ class _Bound:
             launches.append(_rt.Launch(skel.kind, dict(outcome.params), info["g"], info["l"],
                                        list(outcome.events), list(outcome.refused),
                                        outcome.source))
-        dst._device_written()
+        dst.mark_device_written()
 
 
 def _local_memory(nbytes: int) -> cl.LocalMemory:

@@ -112,8 +112,8 @@ def as_array(result: Any) -> np.ndarray:
     is marked here first, or its host copy from an earlier run would be read again."""
     to_numpy = getattr(result, "to_numpy", None)
     if callable(to_numpy):
-        mark = getattr(result, "_device_written", None)
-        if callable(mark) and getattr(result, "_buffer", None) is not None:
+        mark = getattr(result, "mark_device_written", None)
+        if callable(mark) and getattr(result, "has_device_buffer", False):
             mark()
         return np.array(to_numpy(), copy=True)
     return np.array(result, copy=True)
