@@ -343,37 +343,40 @@ class Runtime:
     # -- launching -------------------------------------------------------------------------
     def launch(self, kernel: cl.Kernel, global_size: tuple[int, ...],
                local_size: tuple[int, ...] | None, args: Sequence, *, params: dict,
-               skeleton: str = "") -> cl.Event:
-        """Enqueue ``kernel``; a parameter-caused failure raises RefusedParameters."""
+               skeleton: str = "", origin: str = "") -> cl.Event:
+        """Enqueue ``kernel``; a parameter-caused failure raises RefusedParameters, any other
+        a LaunchError. ``skeleton`` is the skeleton's kind (the refuse hook sees it),
+        ``origin`` its muscle's file and line (messages name it)."""
+        who = origin or skeleton
         hook = self.refuse_hook
         if hook is not None and hook(skeleton, params, global_size, local_size):
-            raise RefusedParameters(f"{skeleton}: launch with {params} refused (injected)",
+            raise RefusedParameters(f"{who}: launch with {params} refused (injected)",
                                     params=params, code=int(cl.status_code.OUT_OF_RESOURCES))
         try:
             with self._launch_lock:
                 dynamic = self._set_args(kernel, args)
                 if dynamic or self.kernel_local_mem_size(kernel):
-                    self._check_local_memory(kernel, dynamic, params, skeleton)
+                    self._check_local_memory(kernel, dynamic, params, who)
                 event = cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
         except cl.Error as exc:
             kernel._skelpy_args = None
             code = _error_code(exc)
             if code in REFUSAL_CODES:
                 raise RefusedParameters(
-                    f"{skeleton}: the OpenCL runtime refused launch parameters {params} "
+                    f"{who}: the OpenCL runtime refused launch parameters {params} "
                     f"(global {global_size}, local {local_size}): {exc}",
                     params=params, code=code) from None
-            raise LaunchError(f"{skeleton}: kernel launch failed: {exc}") from None
+            raise LaunchError(f"{who}: kernel launch failed: {exc}") from None
         self.stats.launches += 1
         return event
 
-    def _check_local_memory(self, kernel, dynamic: int, params: dict, skeleton: str) -> None:
+    def _check_local_memory(self, kernel, dynamic: int, params: dict, who: str) -> None:
         need = self.kernel_local_mem_size(kernel) + dynamic
         have = self.device.local_mem_size
         if need > have:
             kernel._skelpy_args = None
             raise RefusedParameters(
-                f"{skeleton}: launch parameters {params} need {need} bytes of local memory "
+                f"{who}: launch parameters {params} need {need} bytes of local memory "
                 f"per work-group; {self.device.name} has {have}",
                 params=params, code=int(cl.status_code.OUT_OF_RESOURCES))
 

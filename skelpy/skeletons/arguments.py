@@ -19,7 +19,7 @@ import numpy as np
 
 from ..containers import Container, IndexMatrix, IndexSpace, IndexVector, as_container
 from ..dtypes import c_type, check_dtype, storage_c_type
-from ..errors import DTypeError
+from ..errors import DTypeError, ShapeError
 from ..muscle.params import IndexPoint, Scalar, global_array
 
 _INT64 = np.dtype(np.int64)
@@ -180,7 +180,13 @@ def classify_extra(value, origin: str, position: int):
     if isinstance(value, (list, tuple)):
         value = np.asarray(value)
     if isinstance(value, (Container, np.ndarray)):
-        c = as_container(value, f"{origin}: extra argument {position}")
+        what = f"{origin}: extra argument {position}"
+        try:
+            c = as_container(value, what)
+        except (DTypeError, ShapeError) as exc:
+            message = str(exc)
+            raise type(exc)(message if message.startswith(origin) else f"{what}: {message}"
+                            ) from None
         return ArrayArg(c.dtype, c.ndim), c
     if isinstance(value, IndexSpace):
         raise DTypeError(f"{origin}: extra argument {position} is an index space; index "

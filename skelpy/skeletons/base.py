@@ -9,9 +9,10 @@ arguments builds, for the launch point that call would use.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from ..containers import Container, IndexSpace, as_container
 from ..dtypes import check_dtype
 from ..errors import (
     CallError,
+    DeviceError,
     DTypeError,
     ParameterError,
     RefusedParameters,
@@ -139,6 +141,18 @@ class Skeleton:
                 message = f"{self.origin}: {what}: {message}"
             raise type(exc)(message) from None
 
+    @contextlib.contextmanager
+    def _naming_errors(self) -> Iterator[None]:
+        """Within the block, shape and device errors raised below the skeleton (an input too
+        large for one buffer, a failed allocation) name the skeleton and its muscle."""
+        try:
+            yield
+        except (ShapeError, DeviceError) as exc:
+            message = str(exc)
+            if message.startswith(self.origin):
+                raise
+            raise type(exc)(f"{self.origin}: {message}") from None
+
     def _check_params_arg(self, params) -> dict | None:
         if params is None:
             return None
@@ -169,7 +183,8 @@ class Skeleton:
         """A repeat-call launch at a settled point; False when the runtime refuses it now
         (the caller then takes the full path, which records the refusal and falls back)."""
         try:
-            ev = rt.launch(kernel, gsize, lsize, argv, params=point, skeleton=self.kind)
+            ev = rt.launch(kernel, gsize, lsize, argv, params=point, skeleton=self.kind,
+                           origin=self.origin)
         except RefusedParameters:
             return False
         self._pending_launch = (point, gsize, lsize, ev)

@@ -82,8 +82,8 @@ class ElementwisePlan(Plan):
                            f"kernel {kmax}, work-items {dev.max_work_item_sizes[0]})"),
             one_of("blocked", (0, 1)),
             at_least("coarsen", 1),
-            at_most("coarsen", MAX_COARSEN, "skelpy's maximum coarsening MAX_COARSEN (the "
-                    "coarsening loop is unrolled: build time grows with it)"),
+            at_most("coarsen", MAX_COARSEN, "skelpy's maximum coarsening MAX_COARSEN",
+                    "the coarsening loop is unrolled: build time grows with it"),
             one_of("vw", VW_VALUES),
         ])
         default = {"wg": min(DEFAULT_WG, wmax), "coarsen": 1, "blocked": 0,
@@ -147,17 +147,19 @@ class _Elementwise(Skeleton):
 
         # Read inputs first (uploads), so that a failure leaves nothing half-done.
         fixed = [out.device_buffer(rt), np.int64(n)]
-        for kind, c in zip(plan.inputs, inputs, strict=True):
-            fixed += kind.kernel_args(c, rt)
-        fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle, plan.n_muscle_inputs,
-                                   rt, self.origin)
+        with self._naming_errors():
+            for kind, c in zip(plan.inputs, inputs, strict=True):
+                fixed += kind.kernel_args(c, rt)
+            fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle,
+                                       plan.n_muscle_inputs, rt, self.origin)
         launched = {}
 
         def run(point):
             gsize, lsize = _geometry(point, n)
             kernel = plan.kernel(rt, point)
             launched["g"], launched["l"] = (gsize,), lsize
-            ev = rt.launch(kernel, (gsize,), lsize, fixed, params=point, skeleton=self.kind)
+            ev = rt.launch(kernel, (gsize,), lsize, fixed, params=point, skeleton=self.kind,
+                           origin=self.origin)
             out.mark_device_written()          # the tuner may read the result between runs
             return out, [ev]
 

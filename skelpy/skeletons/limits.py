@@ -65,10 +65,11 @@ class Legality:
         return None
 
 
-def at_most(name: str, limit: int, what: str) -> Rule:
-    """``name`` may not exceed ``limit``; ``what`` says whose limit it is."""
+def at_most(name: str, limit: int, what: str, why: str = "") -> Rule:
+    """``name`` may not exceed ``limit``; ``what`` names the limit, ``why`` explains it."""
+    because = f" ({why})" if why else ""
     return Rule(lambda p: int(p[name]) <= limit,
-                lambda p: f"{name}={p[name]} is over {what} ({limit})")
+                lambda p: f"{name}={p[name]} is over {what}, {limit}{because}")
 
 
 def at_least(name: str, low: int) -> Rule:

@@ -60,8 +60,10 @@ class BoundStencil:
             dst.mark_device_written()
             launches.append(_rt.Launch(skel.kind, {}, (0, 0), None, source="empty"))
             return
-        fixed = [dst.device_buffer(rt), src.device_buffer(rt), np.int32(rows), np.int32(cols)]
-        extra = self.extra_args(rt)
+        with skel._naming_errors():
+            fixed = [dst.device_buffer(rt), src.device_buffer(rt), np.int32(rows),
+                     np.int32(cols)]
+            extra = self.extra_args(rt)
         info: dict = {}
 
         def run(point):
@@ -72,7 +74,8 @@ class BoundStencil:
             args.extend(extra)
             kernel = plan.kernel(rt, point)
             info["g"], info["l"], info["args"], info["kernel"] = gsize, lsize, args, kernel
-            ev = rt.launch(kernel, gsize, lsize, args, params=point, skeleton=skel.kind)
+            ev = rt.launch(kernel, gsize, lsize, args, params=point, skeleton=skel.kind,
+                           origin=skel.origin)
             return dst, [ev]
 
         key = (key, id(plan))

@@ -1,0 +1,153 @@
+"""Issue 11 item 5 and issue 10 item 12: no raw pyopencl/Python exception leaks out of a
+skeleton, and errors that involve a muscle name its file and line.
+
+Before: an oversized output raised pyopencl's ``LogicError: INVALID_BUFFER_SIZE``,
+``out_dtype="banana"`` a TypeError, a kernel that could not be created an AttributeError,
+a wrong call signature a bare TypeError; BuildErrors, input-dtype errors and constructor
+errors for ``border``, ``shape`` and ``out_dtype`` did not name the muscle's line."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import skelpy as sk
+from skelpy import runtime
+from skelpy.errors import CallError
+
+FILE = re.escape(__file__.rsplit("/", 1)[-1])
+
+
+def _names_this_file(exc: BaseException) -> None:
+    assert re.search(FILE + r":\d+", str(exc)), str(exc)
+
+
+def test_oversized_map_output_is_refused_before_allocating(stats):
+    dev = runtime.current().device
+    n = dev.max_alloc_size // 4 + 1
+    f = sk.Map(lambda i: i * 0.5, out_dtype=np.float32)
+    with pytest.raises(sk.ShapeError) as info:
+        f(sk.IndexVector(n))
+    msg = str(info.value)
+    assert f"{n * 4} bytes" in msg and f"{dev.max_alloc_size} bytes" in msg
+    _names_this_file(info.value)
+    assert stats.launches == 0
+
+
+def test_the_issue_reproducer_two_billion_floats():
+    with pytest.raises(sk.ShapeError, match="8000000000 bytes"):
+        sk.Map(lambda i: i * 0.5, out_dtype=np.float32)(sk.IndexVector(2_000_000_000))
+
+
+def test_oversized_stencil_output_is_refused_before_allocating():
+    dev = runtime.current().device
+    st = sk.Stencil(lambda nb: nb[0, 0], out_dtype=np.float64)
+    # a float32 input that fits, whose float64 output does not
+    rows = dev.max_alloc_size // (8 * 1024) + 1
+    if rows * 1024 * 4 > dev.max_alloc_size or rows * 1024 * 4 > 2**31:
+        pytest.skip("this device allocates too much for a cheap test")
+    a = np.zeros((rows, 1024), np.float32)
+    with pytest.raises(sk.ShapeError) as info:
+        st(a)
+    _names_this_file(info.value)
+
+
+def test_runtime_allocation_over_the_maximum_is_a_shape_error():
+    rt = runtime.current()
+    with pytest.raises(sk.ShapeError, match="CL_DEVICE_MAX_MEM_ALLOC_SIZE"):
+        rt.allocate(rt.device.max_alloc_size + 1)
+
+
+@pytest.mark.parametrize("make", [lambda: sk.Map(lambda v: v + 1),
+                                  lambda: sk.Zip(lambda v, w: v + w)])
+def test_unknown_out_dtype_at_the_call_is_a_dtype_error(make):
+    f = make()
+    args = [np.ones(4, np.float32)] * f.n_inputs
+    with pytest.raises(sk.DTypeError) as info:
+        f(*args, out_dtype="banana")
+    assert "banana" in str(info.value)
+    _names_this_file(info.value)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: sk.Map(lambda v: v + 1, out_dtype="banana"),
+    lambda: sk.Zip(lambda v, w: v + w, out_dtype=np.complex64),
+    lambda: sk.Stencil(lambda nb: nb[0, 0], out_dtype="banana"),
+])
+def test_unknown_out_dtype_at_construction_names_the_muscle(make):
+    with pytest.raises(sk.DTypeError) as info:
+        make()
+    _names_this_file(info.value)
+
+
+@pytest.mark.parametrize("kwargs, cls", [
+    ({"border": "banana"}, sk.ParameterError), ({"border": ["nearest"]}, sk.ParameterError),
+    ({"shape": -1}, sk.ShapeError), ({"shape": "big"}, sk.ShapeError),
+    ({"cval": "x", "border": "constant"}, sk.DTypeError)])
+def test_stencil_constructor_errors_name_the_muscle(kwargs, cls):
+    with pytest.raises(cls) as info:
+        sk.Stencil(lambda nb: nb[0, 0], **kwargs)
+    _names_this_file(info.value)
+
+
+def test_unsupported_input_and_extra_dtypes_name_the_muscle():
+    c = np.ones(4, np.complex64)
+    with pytest.raises(sk.DTypeError) as info:
+        sk.Map(lambda v: v)(c)
+    _names_this_file(info.value)
+    with pytest.raises(sk.DTypeError) as info:
+        sk.Map(lambda v, w: v + w[0])(np.ones(4, np.float32), c)
+    _names_this_file(info.value)
+    with pytest.raises(sk.DTypeError) as info:
+        sk.Stencil(lambda nb: nb[0, 0])(np.ones((2, 2), np.complex128))
+    _names_this_file(info.value)
+    with pytest.raises(sk.DTypeError) as info:
+        sk.Map(lambda v, s: v * s)(np.ones(4, np.float32), "two")
+    _names_this_file(info.value)
+
+
+def test_a_build_error_names_the_muscle():
+    f = sk.Map("float func(float x) { return x + not_declared; }")
+    with pytest.raises(sk.BuildError) as info:
+        f(np.ones(4, np.float32))
+    assert "not_declared" in str(info.value)         # the numbered source is in the message
+    _names_this_file(info.value)
+
+
+def test_a_kernel_that_cannot_be_created_is_a_build_error():
+    # the muscle's trailing #define renames skelpy's kernel, so the built program lacks it
+    src = "float func(float x) { return x; }\n#define skelpy_elementwise skelpy_other\n"
+    with pytest.raises(sk.BuildError) as info:
+        sk.Map(src)(np.ones(4, np.float32))
+    assert "skelpy_elementwise" in str(info.value)
+    _names_this_file(info.value)
+    rt = runtime.current()
+    prg = rt.build("__kernel void k(__global float* x) { x[0] = 1.0f; }")
+    with pytest.raises(sk.BuildError, match="missing"):
+        rt.kernel(prg, "missing")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sk.Map(lambda v: v)(np.ones(3, np.float32), prams={}),
+    lambda: sk.Zip(lambda v, w: v)(np.ones(3, np.float32), np.ones(3), iterations=2),
+    lambda: sk.Stencil(lambda nb: nb[0, 0])(),
+    lambda: sk.Stencil(lambda nb: nb[0, 0])(np.ones((2, 2)), param={}),
+    lambda: (sk.Stencil(lambda nb: nb[0, 0]) >> sk.Stencil(lambda nb: nb[0, 0]))(
+        np.ones((2, 2)), out_dtype=np.float32),
+    lambda: sk.Map(lambda v: v).source(np.ones(3, np.float32), bogus=1),
+])
+def test_a_wrong_call_signature_is_a_call_error(call):
+    with pytest.raises(CallError) as info:
+        call()
+    assert isinstance(info.value, sk.SkelpyError) and isinstance(info.value, TypeError)
+    _names_this_file(info.value)
+
+
+def test_a_type_error_inside_a_call_is_not_mistaken_for_a_signature_error():
+    # the muscle's own problem (a string extra) stays what it is, not a CallError
+    with pytest.raises(sk.DTypeError) as info:
+        sk.Map(lambda v, s: v)(np.ones(3, np.float32), "s")
+    assert not isinstance(info.value, CallError)
+
