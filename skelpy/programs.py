@@ -49,6 +49,12 @@ class ProgramCache:
     def nbytes(self) -> int:
         return self._bytes
 
+    def cached(self) -> list[tuple[str, str]]:
+        """The cached (source, options) keys, least recently used first."""
+        with self._lock:
+            self._collect()
+            return list(self._entries)
+
     def get(self, key: tuple[str, str], owner: object | None = None) -> cl.Program | None:
         with self._lock:
             self._collect()
