@@ -348,6 +348,36 @@ class Runtime:
     def finish(self) -> None:
         self.queue.finish()
 
+    def copy_part(self, host: np.ndarray, buffer, offset: int, row_pitch: int = 0, *,
+                  to_device: bool = False) -> None:
+        """Blocking copy between the C-contiguous ``host`` and part of ``buffer``, so that
+        element and slice access to a container moves only what it needs: a 1-D ``host`` is
+        the bytes at byte ``offset``; a 2-D one a rectangle whose first row starts there and
+        whose rows lie ``row_pitch`` bytes apart in the buffer (0: right after each other)."""
+        if host.nbytes == 0:
+            return
+        if to_device:
+            self.stats.uploads += 1
+            self.stats.upload_bytes += host.nbytes
+        else:
+            self.stats.downloads += 1
+            self.stats.download_bytes += host.nbytes
+        width = host.strides[0] if host.ndim == 2 else host.nbytes
+        if host.ndim == 1 or row_pitch in (0, width) or host.shape[0] == 1:
+            if to_device:
+                cl.enqueue_copy(self.queue, buffer, host, dst_offset=offset, is_blocking=True)
+            else:
+                cl.enqueue_copy(self.queue, host, buffer, src_offset=offset, is_blocking=True)
+            return
+        row, col = divmod(offset, row_pitch)
+        rect = {"buffer_origin": (col, row, 0), "host_origin": (0, 0, 0),
+                "region": (width, host.shape[0], 1), "buffer_pitches": (row_pitch, 0),
+                "host_pitches": (width, 0), "is_blocking": True}
+        if to_device:
+            cl.enqueue_copy(self.queue, buffer, host, **rect)
+        else:
+            cl.enqueue_copy(self.queue, host, buffer, **rect)
+
 
 def _error_code(exc: cl.Error) -> int | None:
     try:
