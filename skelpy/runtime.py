@@ -348,12 +348,13 @@ class Runtime:
     def finish(self) -> None:
         self.queue.finish()
 
-    def copy_part(self, host: np.ndarray, buffer, offset: int, row_pitch: int = 0, *,
+    def copy_part(self, host: np.ndarray, buffer, offset: int, pitches: Sequence[int] = (), *,
                   to_device: bool = False) -> None:
         """Blocking copy between the C-contiguous ``host`` and part of ``buffer``, so that
-        element and slice access to a container moves only what it needs: a 1-D ``host`` is
-        the bytes at byte ``offset``; a 2-D one a rectangle whose first row starts there and
-        whose rows lie ``row_pitch`` bytes apart in the buffer (0: right after each other)."""
+        element and slice access to a container moves only what it needs. The last axis of
+        ``host`` is one contiguous run of bytes, the first at byte ``offset``; ``pitches``
+        gives, for each earlier axis (at most two), the distance in bytes between the runs of
+        consecutive indices in the buffer (a rectangle, or a regular grid of runs)."""
         if host.nbytes == 0:
             return
         if to_device:
@@ -362,17 +363,22 @@ class Runtime:
         else:
             self.stats.downloads += 1
             self.stats.download_bytes += host.nbytes
-        width = host.strides[0] if host.ndim == 2 else host.nbytes
-        if host.ndim == 1 or row_pitch in (0, width) or host.shape[0] == 1:
+        if not pitches:
             if to_device:
                 cl.enqueue_copy(self.queue, buffer, host, dst_offset=offset, is_blocking=True)
             else:
                 cl.enqueue_copy(self.queue, host, buffer, src_offset=offset, is_blocking=True)
             return
-        row, col = divmod(offset, row_pitch)
-        rect = {"buffer_origin": (col, row, 0), "host_origin": (0, 0, 0),
-                "region": (width, host.shape[0], 1), "buffer_pitches": (row_pitch, 0),
-                "host_pitches": (width, 0), "is_blocking": True}
+        width = host.shape[-1] * host.itemsize
+        rows = host.shape[-2]
+        planes = host.shape[-3] if len(pitches) == 2 else 1
+        row_pitch = pitches[-1]
+        slice_pitch = pitches[-2] if len(pitches) == 2 else row_pitch * rows
+        z, rest = divmod(offset, slice_pitch)
+        y, x = divmod(rest, row_pitch)
+        rect = {"buffer_origin": (x, y, z), "host_origin": (0, 0, 0),
+                "region": (width, rows, planes), "buffer_pitches": (row_pitch, slice_pitch),
+                "host_pitches": (width, width * rows), "is_blocking": True}
         if to_device:
             cl.enqueue_copy(self.queue, buffer, host, **rect)
         else:

@@ -21,7 +21,7 @@ from .. import runtime as _rt
 from ..dtypes import check_dtype
 from ..errors import DTypeError, ShapeError
 from .index_spaces import IndexSpace
-from .selection import as_int, box_of, checked_int
+from .selection import as_int, basic_selection, checked_int
 from .storage import Storage
 
 
@@ -136,21 +136,21 @@ class Container:
                 return MatrixRow(self, checked_int(row, self._shape[0], 0))
         if s.host is not None:
             return s.read_host(key)
-        box = box_of(key, self._shape)
-        if box is None:
+        sel = basic_selection(key, self._shape)
+        if sel is None:
             return s.read_host(key)
-        return s.read_box(box)
+        return s.read_part(sel)
 
     def __setitem__(self, key, value) -> None:
         """Write on the host, or straight into the device copy when that one is the newest
-        and the index is basic (ints and slices): then only the touched box moves."""
+        and the index is basic (ints and slices): then only the touched elements move."""
         key, value = _plain(key), _plain(value)
         s = self._storage
         what = f"{type(self).__name__} of shape {self._shape} and dtype {self._dtype}"
         if s.host is None:
-            box = box_of(key, self._shape)
-            if box is not None:
-                s.write_box(box, value, what)
+            sel = basic_selection(key, self._shape)
+            if sel is not None:
+                s.write_part(sel, value, what)
                 return
         s.write_host(key, value, what)
 

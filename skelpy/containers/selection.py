@@ -1,9 +1,9 @@
 """Which part of a container an index touches.
 
 A *basic* index (ints and slices, as in ``v[i]``, ``v[a:b:s]``, ``m[i, j]``, ``m[:, j]``)
-selects elements inside one box: a range of a vector, or a rectangle of a matrix. Element and
-slice access moves only that box between host and device; any other index (a list, an array,
-a mask, ``None``, ``...``) goes through the whole host copy.
+selects a regular pattern of elements (a range, a rectangle, every k-th column...), which
+moves between host and device as one (rectangular) transfer of just those elements. Any other
+index (a list, an array, a mask, ``None``, ``...``) goes through the whole host copy.
 """
 
 from __future__ import annotations
@@ -15,18 +15,25 @@ import numpy as np
 
 
 @dataclass(frozen=True)
-class Box:
-    """The smallest box holding a basic selection, and the selection relative to it."""
+class Selection:
+    """A basic index as a regular pattern: on each axis, ``count`` elements ``step`` apart
+    from ``first``, listed in increasing order; ``reverse`` marks the axes that the index
+    walks backwards, ``dropped`` those that an int index removes."""
 
-    start: tuple[int, ...]        # the box's first index on each axis
-    extent: tuple[int, ...]       # the box's size on each axis (0 on some axis: nothing)
-    local: tuple                  # the index into an array holding just the box
-    shape: tuple[int, ...]        # the shape of what the index selects
-    dense: bool                   # the selection is the whole box (no slice step beyond 1)
+    first: tuple[int, ...]
+    count: tuple[int, ...]
+    step: tuple[int, ...]                  # positive
+    reverse: tuple[bool, ...]
+    dropped: tuple[bool, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of what the index selects."""
+        return tuple(c for c, d in zip(self.count, self.dropped, strict=True) if not d)
 
     @property
     def empty(self) -> bool:
-        return 0 in self.extent
+        return 0 in self.count
 
 
 def as_int(value) -> int | None:
@@ -46,8 +53,8 @@ def checked_int(i: int, size: int, axis: int) -> int:
     return i + size if i < 0 else i
 
 
-def box_of(key, shape: tuple[int, ...]) -> Box | None:
-    """The box of a basic index, or None for any other kind of index."""
+def basic_selection(key, shape: tuple[int, ...]) -> Selection | None:
+    """The selection of a basic index, or None for any other kind of index."""
     parts = key if isinstance(key, tuple) else (key,)
     if len(parts) > len(shape):
         if any(p is None or p is Ellipsis for p in parts):
@@ -55,8 +62,7 @@ def box_of(key, shape: tuple[int, ...]) -> Box | None:
         raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, "
                          f"but {len(parts)} were indexed")
     parts = parts + (slice(None),) * (len(shape) - len(parts))
-    start, extent, local, sel = [], [], [], []
-    dense = True
+    first, count, step, reverse, dropped = [], [], [], [], []
     for axis, (part, size) in enumerate(zip(parts, shape, strict=True)):
         if isinstance(part, slice):
             try:
@@ -64,24 +70,18 @@ def box_of(key, shape: tuple[int, ...]) -> Box | None:
             except TypeError:
                 return None                       # NumPy says what is wrong with it
             n = len(r)
-            sel.append(n)
-            if n == 0:
-                start.append(0)
-                extent.append(0)
-                local.append(slice(0, 0))
-                continue
-            lo = min(r[0], r[-1])
-            start.append(lo)
-            extent.append(abs(r[-1] - r[0]) + 1)
-            first = r[0] - lo
-            stop = first + n * r.step
-            local.append(slice(first, stop if stop >= 0 else None, r.step))
-            dense = dense and (n == 1 or abs(r.step) == 1)
+            first.append(min(r[0], r[-1]) if n else 0)
+            count.append(n)
+            step.append(abs(r.step) if n > 1 else 1)
+            reverse.append(r.step < 0 and n > 1)
+            dropped.append(False)
             continue
         i = as_int(part)
         if i is None:
             return None
-        start.append(checked_int(i, size, axis))
-        extent.append(1)
-        local.append(0)
-    return Box(tuple(start), tuple(extent), tuple(local), tuple(sel), dense)
+        first.append(checked_int(i, size, axis))
+        count.append(1)
+        step.append(1)
+        reverse.append(False)
+        dropped.append(True)
+    return Selection(tuple(first), tuple(count), tuple(step), tuple(reverse), tuple(dropped))

@@ -20,7 +20,7 @@ import pyopencl as cl
 
 from ..dtypes import storage_dtype
 from ..errors import DTypeError, ShapeError
-from .selection import Box
+from .selection import Selection
 
 
 class Storage:
@@ -174,39 +174,86 @@ class Storage:
                        host is not None and host is self.host, False)
 
     # -- parts of the device copy -----------------------------------------------------------
-    def read_box(self, box: Box):
-        """The selection of ``box`` read from the device (only the box moves)."""
-        if box.empty:
-            out = np.empty(box.shape, self.dtype)
+    def read_part(self, sel: Selection):
+        """The selection read from the device copy (only its elements move)."""
+        if sel.empty:
+            out = np.empty(sel.shape, self.dtype)
         else:
-            out = self._download(box)[box.local]
+            plan = _Transfer(sel, self.shape, self.dtype.itemsize)
+            part = np.empty(plan.counts, storage_dtype(self.dtype))
+            self._move(plan, part, to_device=False)
+            out = part.view(self.dtype)[plan.local]
         if isinstance(out, np.ndarray):
             out.flags.writeable = False
         return out
 
-    def write_box(self, box: Box, value, what: str) -> None:
-        """Write ``value`` into the selection of ``box`` on the device: the box is uploaded
-        (after downloading it when the selection has gaps, so the gaps keep their values)."""
-        if box.empty:
-            assign(np.empty(box.shape, self.dtype), ..., value, what)   # only the checks
+    def write_part(self, sel: Selection, value, what: str) -> None:
+        """Write ``value`` into the selection, straight into the device copy."""
+        if sel.empty:
+            assign(np.empty(sel.shape, self.dtype), ..., value, what)   # only the checks
             return
-        part = self._download(box) if not box.dense else np.empty(box.extent, self.dtype)
-        assign(part, box.local, value, what)
-        self._transfer(box, part.view(storage_dtype(self.dtype)), to_device=True)
+        plan = _Transfer(sel, self.shape, self.dtype.itemsize)
+        part = np.empty(plan.counts, storage_dtype(self.dtype))
+        if plan.gaps:                 # moved with the elements in between: keep their values
+            self._move(plan, part, to_device=False)
+        assign(part.view(self.dtype), plan.local, value, what)
+        self._move(plan, part, to_device=True)
 
-    def _download(self, box: Box) -> np.ndarray:
-        part = np.empty(box.extent, storage_dtype(self.dtype))
-        self._transfer(box, part, to_device=False)
-        return part.view(self.dtype)
+    def _move(self, plan: _Transfer, part: np.ndarray, *, to_device: bool) -> None:
+        self.runtime.copy_part(part.reshape(plan.runs), self.buffer, plan.offset,
+                               plan.pitches, to_device=to_device)
 
-    def _transfer(self, box: Box, part: np.ndarray, *, to_device: bool) -> None:
-        item = part.itemsize
-        if len(self.shape) == 1:
-            self.runtime.copy_part(part, self.buffer, box.start[0] * item, to_device=to_device)
-            return
-        cols = self.shape[1]
-        offset = (box.start[0] * cols + box.start[1]) * item
-        self.runtime.copy_part(part, self.buffer, offset, cols * item, to_device=to_device)
+
+# A strided innermost axis whose elements lie at most this many bytes apart moves with the
+# elements in between: one contiguous run beats many tiny ones (PCIe, DMA descriptors).
+SMALL_GAP_BYTES = 64
+
+
+class _Transfer:
+    """How a selection moves: a C-contiguous host array of ``counts`` (the selection in
+    increasing order, maybe with the gaps of its innermost axis filled in), seen as ``runs``
+    (rows of one contiguous run each) that lie ``pitches`` bytes apart in the buffer from
+    byte ``offset``; ``local`` turns that array into the selection."""
+
+    __slots__ = ("counts", "local", "gaps", "offset", "runs", "pitches")
+
+    def __init__(self, sel: Selection, shape: tuple[int, ...], item: int):
+        strides = [1] * len(shape)                   # C order, in elements
+        for k in range(len(shape) - 2, -1, -1):
+            strides[k] = strides[k + 1] * shape[k + 1]
+        self.offset = sum(f * e for f, e in zip(sel.first, strides, strict=True)) * item
+        pitch = [s * e for s, e in zip(sel.step, strides, strict=True)]
+        step = sel.step[-1]
+        strided = sel.count[-1] > 1 and step > 1
+        self.gaps = strided and pitch[-1] * item <= SMALL_GAP_BYTES
+        if not self._layout(sel, pitch, item) and strided:
+            # A grid of single elements is one 3-D rectangular copy only if its slice pitch
+            # is a multiple of its row pitch, and no smaller than rows * row pitch (OpenCL):
+            # otherwise move each row's span.
+            self.gaps = True
+            self._layout(sel, pitch, item)
+
+    def _layout(self, sel: Selection, pitch: list[int], item: int) -> bool:
+        """Fill in the layout; False if it is not a legal rectangular copy."""
+        counts, pitch, local_step = list(sel.count), list(pitch), [1] * len(pitch)
+        if self.gaps:
+            counts[-1] = (counts[-1] - 1) * sel.step[-1] + 1
+            pitch[-1], local_step[-1] = 1, sel.step[-1]
+        self.counts = tuple(counts)
+        self.local = tuple(0 if d else slice(None, None, -k if r else k)
+                           for d, r, k in zip(sel.dropped, sel.reverse, local_step, strict=True))
+        # Axes of one element do not shape the layout; a unit pitch ends in one run, and an
+        # outer axis right after the run it holds merges into it.
+        axes = [(c, p) for c, p in zip(counts, pitch, strict=True) if c > 1]
+        run = 1
+        if axes and axes[-1][1] == 1:
+            run = axes.pop()[0]
+        while axes and axes[-1][1] == run:
+            run *= axes.pop()[0]
+        self.runs = (*(c for c, _ in axes), run)
+        self.pitches = tuple(p * item for _, p in axes)
+        return len(axes) < 2 or (axes[0][1] >= axes[1][0] * axes[1][1]
+                                 and axes[0][1] % axes[1][1] == 0)
 
 
 def assign(target: np.ndarray, key, value, what: str) -> None:
