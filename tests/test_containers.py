@@ -5,6 +5,9 @@ what it touches."""
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -356,3 +359,38 @@ def test_failed_writes_change_nothing():
             v[[0, 9]] = 1
         np.testing.assert_array_equal(v.to_numpy(), snap)
         np.testing.assert_array_equal(inc(v).to_numpy(), snap + 1)
+
+
+_TWO_DEVICES = """
+import numpy as np, skelpy as sk
+if len(sk.devices()) < 2:
+    print("SKIP"); raise SystemExit
+inc = sk.Map(lambda x: x + 1)
+sk.use(0)
+y = inc(sk.Vector(np.arange(10, dtype=np.int32)))      # lives on device 0
+m = inc(sk.Matrix(np.zeros((3, 4), np.float32)))
+sk.use(1)
+assert y[3] == 4 and list(y[2:5]) == [3, 4, 5]          # parts read from device 0
+y[0] = 100
+m[1][2] = 7
+z = inc(y)                                              # moves to device 1 through the host
+assert z.to_numpy().tolist() == [101] + list(range(3, 12)), z.to_numpy()
+assert y.to_numpy().tolist() == [100] + list(range(2, 11))
+want = np.ones((3, 4), np.float32); want[1, 2] = 7
+assert (inc(m).to_numpy() == want + 1).all() and (m.to_numpy() == want).all()
+print("OK")
+"""
+
+
+def test_containers_follow_a_change_of_device(tmp_path):
+    """Written on one device, read and computed on another (PoCL's two CPU devices)."""
+    script = tmp_path / "two_devices.py"
+    script.write_text(_TWO_DEVICES)
+    env = {**os.environ, "POCL_DEVICES": "pthread pthread"}
+    env.pop("SKELPY_DEVICE", None)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    if "SKIP" in out.stdout:
+        pytest.skip("one OpenCL device only")
+    assert "OK" in out.stdout
