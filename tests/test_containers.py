@@ -4,6 +4,7 @@ what it touches."""
 
 from __future__ import annotations
 
+import copy as copying
 import itertools
 import os
 import subprocess
@@ -93,8 +94,10 @@ def test_repro4_a_vector_of_a_vector_is_an_independent_copy():
     d = device_only(np.arange(5, dtype=np.int32))
     dc = d.copy()                                       # a copy of a result stays there
     assert "on=device" in repr(dc)
+    shallow, deep = copying.copy(d), copying.deepcopy(d)
     d[0] = 42
     assert dc[0] == 0 and inc(dc)[0] == 1
+    assert shallow[0] == 0 and deep[0] == 0
 
 
 def test_repro13_element_and_slice_reads_move_only_what_they_read(stats, rt):

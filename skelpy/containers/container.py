@@ -146,13 +146,12 @@ class Container:
         and the index is basic (ints and slices): then only the touched elements move."""
         key, value = _plain(key), _plain(value)
         s = self._storage
-        what = f"{type(self).__name__} of shape {self._shape} and dtype {self._dtype}"
         if s.host is None:
             sel = basic_selection(key, self._shape)
             if sel is not None:
-                s.write_part(sel, value, what)
+                s.write_part(sel, value, self)
                 return
-        s.write_host(key, value, what)
+        s.write_host(key, value, self)
 
     @contextmanager
     def host_edit(self) -> Iterator[np.ndarray]:
@@ -179,6 +178,11 @@ class Container:
         """An independent container with the same contents (stays on the device if it is
         there); the same as ``type(v)(v)``."""
         return type(self)(self)
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo):
+        return self.copy()
 
     # -- device side ------------------------------------------------------------------------
     @classmethod

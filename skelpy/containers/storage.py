@@ -129,15 +129,15 @@ class Storage:
         return host
 
     def host_written(self, changed: bool = True) -> None:
-        if not self.editing:
+        if not self.editing and self.host is not None:
             self.host.flags.writeable = False
         if changed:
             self.device_valid = False
 
-    def write_host(self, key, value, what: str) -> None:
+    def write_host(self, key, value, owner) -> None:
         host = self.writable_host()
         try:
-            assign(host, key, value, what)
+            assign(host, key, value, owner)
         except BaseException:
             self.host_written(changed=False)
             raise
@@ -187,16 +187,16 @@ class Storage:
             out.flags.writeable = False
         return out
 
-    def write_part(self, sel: Selection, value, what: str) -> None:
+    def write_part(self, sel: Selection, value, owner) -> None:
         """Write ``value`` into the selection, straight into the device copy."""
         if sel.empty:
-            assign(np.empty(sel.shape, self.dtype), ..., value, what)   # only the checks
+            assign(np.empty(sel.shape, self.dtype), ..., value, owner)  # only the checks
             return
         plan = _Transfer(sel, self.shape, self.dtype.itemsize)
         part = np.empty(plan.counts, storage_dtype(self.dtype))
         if plan.gaps:                 # moved with the elements in between: keep their values
             self._move(plan, part, to_device=False)
-        assign(part.view(self.dtype), plan.local, value, what)
+        assign(part.view(self.dtype), plan.local, value, owner)
         self._move(plan, part, to_device=True)
 
     def _move(self, plan: _Transfer, part: np.ndarray, *, to_device: bool) -> None:
@@ -256,9 +256,10 @@ class _Transfer:
                                  and axes[0][1] % axes[1][1] == 0)
 
 
-def assign(target: np.ndarray, key, value, what: str) -> None:
-    """``target[key] = value`` with NumPy's rules, its failures as skelpy errors. NumPy
-    converts and checks ``value`` before it writes anything, so a failure writes nothing."""
+def assign(target: np.ndarray, key, value, owner) -> None:
+    """``target[key] = value`` with NumPy's rules, its failures as skelpy errors that name
+    the container ``owner``. NumPy converts and checks ``value`` before it writes anything,
+    so a failure writes nothing."""
     try:
         target[key] = value
     except IndexError:
@@ -267,4 +268,4 @@ def assign(target: np.ndarray, key, value, what: str) -> None:
         text = str(exc)
         shape_problem = any(w in text for w in ("broadcast", "sequence", "shape"))
         cls = ShapeError if shape_problem else DTypeError
-        raise cls(f"{what}: {text}") from None
+        raise cls(f"cannot write {type(value).__name__} into {owner!r}: {text}") from None
