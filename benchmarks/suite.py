@@ -601,11 +601,11 @@ def part_tuning(argv=None) -> dict:
 
     t_end = time.perf_counter() + args.seconds
     small = args.scale in ("tiny", "quick")
-    tuner.SWEEP_BUDGET = Budget(warmup=1, min_reps=2, max_reps=4 if small else 8,
-                                rel_ci=0.05, max_seconds=0.1 if small else 0.3)
+    tuner.settings.sweep_budget = Budget(warmup=1, min_reps=2, max_reps=4 if small else 8,
+                                         rel_ci=0.05, max_seconds=0.1 if small else 0.3)
     max_points = args.max_points or {"tiny": 4, "quick": 24, "medium": 48, "full": 96}[args.scale]
     if args.scale == "tiny":
-        tuner.ONLINE_CANDIDATES = 3       # enough to exercise the path in tests
+        tuner.settings.online_candidates = 3       # enough to exercise the path in tests
     cases = _tuning_cases(args)
     out: list[dict] = []
     skipped: list[str] = []
@@ -627,8 +627,8 @@ def part_tuning(argv=None) -> dict:
               f"{r['tuned_seconds'] * 1e3:.3f} ms ({r['tuned_mode']}), "
               f"x{r['speedup']:.2f}") + f" [{time.perf_counter() - t0:.1f} s]", flush=True)
     return {"cases": out, "skipped": skipped, "max_points": max_points,
-            "online_candidates": tuner.ONLINE_CANDIDATES,
-            "sweep_budget": dataclasses.asdict(tuner.SWEEP_BUDGET)}
+            "online_candidates": tuner.settings.online_candidates,
+            "sweep_budget": dataclasses.asdict(tuner.settings.sweep_budget)}
 
 
 def _paired(skel, sargs, reps: int, rounds: int = 3) -> tuple[float, float, dict]:
@@ -669,7 +669,7 @@ def _tune_case(name: str, size: str, build, reps: int, seconds: float, max_point
         for k, req in enumerate(reqs):
             req_end = time.perf_counter() + 0.4 * (t_case_end - time.perf_counter()) / (
                 len(reqs) - k)
-            for _ in range(tuner.ONLINE_CANDIDATES + 3):
+            for _ in range(tuner.settings.online_candidates + 3):
                 if time.perf_counter() > req_end:
                     break
                 calls += 1

@@ -190,9 +190,9 @@ def _synthetic_case(shape4, complex_body, size, border="nearest", dtype="float32
                                    name="muscle")
 
     def build():
-        fn = synthetic._compile(src, "muscle")
+        fn = synthetic.compile_muscle(src, "muscle")
         st = sk.Stencil(fn, shape=sk.Shape(north=n, south=s, east=e, west=w), border=border)
-        m = sk.Matrix(synthetic._data((size, size), dtype, np.random.default_rng(size)))
+        m = sk.Matrix(synthetic.random_data((size, size), dtype, np.random.default_rng(size)))
         return (lambda **kw: st(m, **kw)), st
     return EvalCase(group, "stencil", size, build)
 
@@ -209,7 +209,7 @@ def _poly_case(size):
     src = synthetic.map_source(8, math_calls=1, name="muscle")
 
     def build():
-        f = sk.Map(synthetic._compile(src, "muscle"))
+        f = sk.Map(synthetic.compile_muscle(src, "muscle"))
         v = sk.Vector(np.random.default_rng(size).random(size * size).astype(np.float32))
         return (lambda **kw: f(v, **kw)), f
     return EvalCase("map_poly8", "map", size, build)
@@ -725,7 +725,7 @@ def decision_overhead(records: list[dict], dm: tmodel.DeviceModel) -> dict:
             tstore.get_store()
             for r in records:
                 req = r["request"]
-                req.space._tuner_info = None
+                tuner.forget_space(req.space)
                 tuner.manager().set(req.device.key, dm)
                 t0 = time.perf_counter()
                 tuner.choose_params(req)

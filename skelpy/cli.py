@@ -68,10 +68,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
         dev = runtime.current_device()
         kinds = args.kinds.split(",") if args.kinds else None
-        have = synthetic.available_kinds()
-        missing = sorted(set(kinds or synthetic.KINDS) - have)
-        if missing:
-            _print(f"note: skipping {', '.join(missing)}: not available in this skelpy build")
         cases = synthetic.generate(args.synthetic, seed=args.seed,
                                    sizes_2d=args.sizes_2d, sizes_1d=args.sizes_1d, kinds=kinds)
         if not cases:
@@ -80,7 +76,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         _print(f"sweeping {len(cases)} synthetic programs on {dev.name} "
                f"(exhaustive mode{f', at most {args.minutes} min' if args.minutes else ''}); "
                f"store: {store.path or ':memory:'}")
-        res = synthetic.run_cases(cases, minutes=args.minutes, progress=not args.quiet)
+        from . import containers, skeletons
+
+        kit = synthetic.Toolkit.from_modules(skeletons, containers)
+        res = synthetic.run_cases(cases, kit, minutes=args.minutes,
+                                  progress=False if args.quiet else None)
         _print(f"swept {len(res['done'])}, failed {len(res['failed'])}, "
                f"skipped for time {len(res['skipped'])}")
         for name, why in res["failed"][:10]:

@@ -321,6 +321,9 @@ def test_a_model_without_a_new_parameter_predicts_with_it_at_its_default():
     assert out.source == "model" and out.params["vw"] == 2
     assert out.params["wg"] in (8, 16, 32) and out.params["blocked"] == 0
     # online mode measures the model's shortlist first: all of it at vw=2, best first
-    short = tuner._shortlist(req, tuner._state(req), tuner.manager(), 4)
+    from skelpy.tuner import engine
+
+    call = engine.Call(req, engine.scenario(req), "online")
+    short = call.shortlist(4)
     assert len(short) == 4 and all(p["vw"] == 2 for p in short)
     assert short[0] == out.params

@@ -33,6 +33,7 @@ import os
 import pickle
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -621,6 +622,7 @@ class ModelManager:
         self._new: dict[str, int] = {}
         self._lock = threading.Lock()
         self._training: set[str] = set()
+        self._failed: set[str] = set()            # devices whose background retrain failed
         self.generation = 0          # bumped when a model changes: decision caches drop
 
     @property
@@ -676,8 +678,12 @@ class ModelManager:
     def _retrain_bg(self, device: str) -> None:
         try:
             self.retrain(device)
-        except Exception:  # noqa: BLE001 - background training must never disturb the user
-            pass
+        except Exception as exc:  # noqa: BLE001 - background training must not stop a program
+            if device not in self._failed:          # say so once per device, then keep going
+                self._failed.add(device)
+                warnings.warn(f"skelpy: retraining the tuning model of {device} failed "
+                              f"({type(exc).__name__}: {exc}); decisions keep the previous "
+                              "model", RuntimeWarning, stacklevel=1)
         finally:
             self._training.discard(device)
 

@@ -457,6 +457,11 @@ def get_store() -> Store:
         return _store
 
 
+def current_store() -> Store | None:
+    """The store open now, without opening one (None before the first use)."""
+    return _store
+
+
 def store_changed() -> bool:
     """True when ``$SKELPY_CACHE_DIR`` no longer matches the open store (cheap check)."""
     return _store is None or os.environ.get("SKELPY_CACHE_DIR", "") != _store_env
