@@ -66,8 +66,11 @@ import skelpy as sk  # noqa: E402
 from skelpy import tuner  # noqa: E402
 from skelpy.errors import ParameterError, RefusedParameters  # noqa: E402
 from skelpy.tuner import model as tmodel  # noqa: E402
+from skelpy.tuner import (
+    model_files,  # noqa: E402
+    synthetic,  # noqa: E402
+)
 from skelpy.tuner import store as tstore  # noqa: E402
-from skelpy.tuner import synthetic  # noqa: E402
 from skelpy.tuner.measure import Budget, measure  # noqa: E402
 from skelpy.tuner.space import ParamSpace  # noqa: E402
 
@@ -946,9 +949,9 @@ def write_pretrained(scns: list[tmodel.ScenarioData], meta: dict, path: Path,
     groups = {sig: tmodel.fit_group(sig, sds, n_estimators=trees, n_jobs=-1,
                                     approaches=(approach,))
               for sig, sds in by.items() if len(sds) >= tmodel.MIN_SCENARIOS}
-    dm = tmodel.compact(tmodel.DeviceModel(meta["device_key"], 0, groups, time.time()),
-                        approach)
-    tmodel.save(dm, path)
+    dm = model_files.compact(tmodel.DeviceModel(meta["device_key"], 0, groups, time.time()),
+                             approach)
+    model_files.save(dm, path)
     print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB, {approach}, "
           f"{len(scns)} scenarios)")
 
@@ -1101,7 +1104,7 @@ def main(argv=None) -> int:
     ap.add_argument("--prune", type=float, default=None,
                     help="sweep: a point whose warm-up is this many times slower than the "
                     "best so far keeps that one timing (default 8)")
-    ap.add_argument("--save-pretrained", metavar="PKL", default=None,
+    ap.add_argument("--save-pretrained", metavar="NPZ", default=None,
                     help="also train on all analysed scenarios and save the compact model "
                     "(skelpy/tuner/pretrained/ ships one for PoCL CPUs)")
     ap.add_argument("--no-confirm", action="store_true",

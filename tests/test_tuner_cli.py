@@ -60,7 +60,7 @@ def test_tune_trains_models_from_the_store(cache_dir, capsys):  # noqa: F811
     assert cli.main(["tune"]) == 0
     out = capsys.readouterr().out
     assert "trained FakeCL" in out and "[wg,coarsen,blocked] 2 scenarios" in out
-    assert list((cache_dir / "models").glob("*.pkl"))
+    assert list((cache_dir / "models").glob("*.npz"))
 
 
 def test_tune_report_prints_a_table_and_draws_a_heatmap(tmp_path, capsys):

@@ -25,6 +25,7 @@ from ..errors import ParameterError, RefusedParameters, SkelpyError
 from . import model as _model
 from . import store as _store
 from .features import scenario_features, space_limits
+from .model_manager import ModelManager
 from .modes import get_mode
 from .request import Outcome, Ticket, TuningRequest
 from .space import ParamSpace, Point
@@ -70,12 +71,12 @@ def reset() -> None:
 _store.on_store_change(reset)
 
 
-def manager() -> _model.ModelManager:
+def manager() -> ModelManager:
     """The model manager of the current store."""
     store = _store.get_store()
     m = STATE.manager
     if m is None or m.store is not store:
-        m = STATE.manager = _model.ModelManager(store)
+        m = STATE.manager = ModelManager(store)
     return m
 
 
@@ -318,7 +319,7 @@ class Call:
         self.sc.decision, self.sc.source, self.sc.generation = point, source, -1
 
     # -- the model ---------------------------------------------------------------------------
-    def model_view(self, mgr: _model.ModelManager):
+    def model_view(self, mgr: ModelManager):
         """(group model, candidate set, parameters the model does not know with their fixed
         values) for this scenario, or None without a usable model.
 
@@ -366,7 +367,7 @@ class Call:
     def _full_point(self, p: Mapping, fixed: dict) -> Point:
         return {n: (p[n] if n in p else fixed[n]) for n in self.req.space.names}
 
-    def predict(self, mgr: _model.ModelManager, approach: str | None = None,
+    def predict(self, mgr: ModelManager, approach: str | None = None,
                 coarsen: str | None = None) -> Point | None:
         """The model's point for this scenario, or None without a usable model."""
         view = self.model_view(mgr)
