@@ -178,23 +178,30 @@ def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
 
 
 class Progress:
-    """One stderr line: elapsed / budget, the part running, and its latest output line.
+    """The suite's progress through tqdm: one bar over the time budget (in seconds), with
+    the part running and its latest output line after it; lines that stay (a part finished
+    or was skipped) are written above the bar.
 
-    On a terminal the line is redrawn in place every second; elsewhere (CI logs, make piped
-    to a file) one line is printed per part and per skip, so logs stay readable."""
+    On a terminal the bar is redrawn every second; elsewhere (CI logs, make piped to a file)
+    tqdm stays silent and one line is printed per part and per skip, so logs stay readable."""
 
     def __init__(self, budget_s: float, total: int, *, stream=None, quiet: bool = False):
+        from tqdm.auto import tqdm
+
         self.start = time.perf_counter()
         self.budget = budget_s
         self.total = total
         self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) and not quiet
         self.quiet = quiet
         self.index = 0
         self.part = ""
-        self.note_text = ""
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.bar = tqdm(total=max(int(round(budget_s)), 1), unit="s", desc="bench",
+                        file=self.stream, disable=True if quiet else None, mininterval=1.0,
+                        bar_format="{desc} {bar:20} {elapsed}/" + _mmss(budget_s)
+                        + " {postfix}", dynamic_ncols=True)
+        self.tty = not self.bar.disable
         self._thread = None
         if self.tty:
             self._thread = threading.Thread(target=self._tick, daemon=True)
@@ -204,53 +211,50 @@ class Progress:
         return time.perf_counter() - self.start
 
     def line(self) -> str:
-        frac = min(self.elapsed() / self.budget, 1.0) if self.budget > 0 else 1.0
-        bar = "#" * int(frac * 20) + "." * (20 - int(frac * 20))
-        return (f"[{bar}] {_mmss(self.elapsed())}/{_mmss(self.budget)} "
-                f"part {self.index}/{self.total} {self.part}: {self.note_text}")
-
-    def _draw(self) -> None:
-        width = shutil.get_terminal_size((100, 20)).columns - 1
-        self.stream.write("\r" + self.line()[:width].ljust(width))
-        self.stream.flush()
+        return f"[{_mmss(self.elapsed())}/{_mmss(self.budget)}] part {self.index}/{self.total} " \
+               f"{self.part}"
 
     def _tick(self) -> None:
         while not self._stop.wait(1.0):
             with self._lock:
-                self._draw()
+                self.bar.n = min(int(self.elapsed()), self.bar.total)
+                self.bar.refresh()
 
     def begin(self, part: str, scale: str, limit_s: float) -> None:
         with self._lock:
             self.index += 1
             self.part = part
-            self.note_text = f"starting ({scale}, up to {limit_s:.0f} s)"
+            text = f"starting ({scale}, up to {limit_s:.0f} s)"
             if self.tty:
-                self._draw()
+                self.bar.set_postfix_str(f"part {self.index}/{self.total} {part}: {text}")
             elif not self.quiet:
-                self.stream.write(self.line() + "\n")
+                self.stream.write(f"{self.line()}: {text}\n")
                 self.stream.flush()
 
     def note(self, text: str) -> None:
         text = text.strip()
-        if text:
+        if text and self.tty:
             with self._lock:
-                self.note_text = text[:120]
+                self.bar.set_postfix_str(f"part {self.index}/{self.total} {self.part}: "
+                                         f"{text[:120]}", refresh=False)
 
     def message(self, text: str) -> None:
         """A line that stays (a part finished or was skipped)."""
         if self.quiet:
             return
         with self._lock:
+            line = f"[{_mmss(self.elapsed())}] {text}"
             if self.tty:
-                self.stream.write("\r" + " " * (shutil.get_terminal_size((100, 20)).columns - 1)
-                                  + "\r")
-            self.stream.write(f"[{_mmss(self.elapsed())}] {text}\n")
-            self.stream.flush()
+                self.bar.write(line, file=self.stream)
+            else:
+                self.stream.write(line + "\n")
+                self.stream.flush()
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
+        self.bar.close()
 
 
 def _mmss(s: float) -> str:

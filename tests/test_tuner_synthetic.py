@@ -153,4 +153,6 @@ def test_cli_tune_synthetic_runs_and_trains(capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert "swept 1, failed 0" in out and "trained" in out
+    n = tstore.get_store().count_measurements()
+    assert f"{n} new measurements" in out
     assert tstore.get_store().count_measurements() >= 1
