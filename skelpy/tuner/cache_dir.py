@@ -111,6 +111,8 @@ def write_file(path: Path, data: bytes) -> None:
 def read_file(path: Path, max_bytes: int) -> bytes:
     """The bytes of a trusted regular file (checked on the open descriptor, so a file
     swapped after the check is not read), at most ``max_bytes``."""
+    if check_file(path) is None:
+        raise FileNotFoundError(path)
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as f:
