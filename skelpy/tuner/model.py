@@ -1,4 +1,5 @@
-"""Per-device models that predict launch parameters (seed 002 ch. 5.5, seed 000 ch. 7).
+"""Per-device models that predict launch parameters ([Cummins 2018] §5.5,
+[Magni 2015] ch. 7; sources in docs/references.md).
 
 Three approaches, all trained on the store's measurements of one device and one parameter
 signature (the names of a kernel's launch parameters):
@@ -6,16 +7,16 @@ signature (the names of a kernel's launch parameters):
 ``classifier``
     a random forest (or one decision tree, like OmniTune's J48) labels each scenario with its
     fastest measured point; a prediction that is illegal here or refused falls back to the
-    nearest legal point (seed 002 §5.5.1: nearest-neighbour was the best fallback).
+    nearest legal point ([Cummins 2018] §5.5.1: nearest-neighbour was the best fallback).
 ``runtime``
     a random-forest regressor of log run time from scenario and point features; every legal
     candidate is scored and the fastest predicted one taken, refused points skipped.
 ``speedup``
-    the same, regressing log speedup over the space's default point (seed 002's best).
+    the same, regressing log speedup over the space's default point ([Cummins 2018]'s best).
 
 Coarsening is chosen jointly with the other parameters (argmax over the whole grid) or by
-seed 000's scheme: pick the best point at coarsening 1, then keep doubling the factor while
-the model predicts that it helps.
+[Magni 2015]'s scheme (§7.6): pick the best point at coarsening 1, then keep doubling the
+factor while the model predicts that it helps.
 
 Fitted forests are packed into plain NumPy arrays (:class:`PackedForest`): prediction needs
 no scikit-learn import, scores all candidates in one vectorised walk, and a model is saved as
@@ -41,7 +42,7 @@ APPROACHES = ("classifier", "runtime", "speedup")
 COARSEN_STRATEGIES = ("joint", "doubling")
 # Chosen by benchmarks/tuner_eval.py (leave-one-kernel-out over 23 scenarios on an H200,
 # benchmarks/results/tuner_eval_nvidia-h200.json): speedup/joint reached 96.3% of the oracle
-# (geometric mean; 98.3% median), classifier 95.6%, runtime 95.4%; seed 000's doubling
+# (geometric mean; 98.3% median), classifier 95.6%, runtime 95.4%; [Magni 2015]'s doubling
 # scheme lost to choosing coarsening jointly (94.2% vs 96.3%).
 DEFAULT_APPROACH = "speedup"
 DEFAULT_COARSEN = "joint"
@@ -211,7 +212,7 @@ def load_scenarios(store: Any, device: str) -> list[ScenarioData]:
 
 def static_ranking(data: Sequence[ScenarioData]) -> list[str]:
     """Points measured in every scenario, best geometric-mean performance relative to each
-    scenario's best first (seed 002's "best static" choice is the first)."""
+    scenario's best first ([Cummins 2018] §7.3.3's "best static" choice is the first)."""
     if not data:
         return []
     common = set.intersection(*(set(sd.times) for sd in data))
@@ -431,7 +432,7 @@ class _Scorer:
 
 def _doubling(score: Callable[[Sequence[int]], np.ndarray], cand: CandidateSet,
               refused: set[int]) -> int | None:
-    """Seed 000: the best point without coarsening, then double a coarsening factor (the
+    """[Magni 2015] §7.6: the best point without coarsening, then double a coarsening factor (the
     most promising one, when there are several) while the model predicts that it helps."""
     names = cand.coarsen_names
     lo = {n: min(p[n] for p in cand.points) for n in names}

@@ -1,4 +1,5 @@
-"""Synthetic training programs (seed 002 §5.2): varied muscles that exercise the tuner.
+"""Synthetic training programs: varied muscles that exercise the tuner ([Cummins 2018]
+§5.2; see docs/references.md).
 
 OmniTune trained on synthetic stencils generated from a template, parameterised by the
 stencil's reach in four directions, the data type and a simple or complex body; real
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 KINDS = ("stencil", "map", "zip", "reduce")
-# Seed 002 Table 6.3's shapes (north, south, east, west), plus common symmetric ones.
+# [Cummins 2018] Table 6.3's shapes (north, south, east, west), plus common symmetric ones.
 STENCIL_SHAPES = ((1, 1, 1, 1), (0, 0, 0, 0), (2, 2, 2, 2), (1, 10, 30, 30), (5, 5, 5, 5),
                   (10, 10, 10, 10), (0, 3, 0, 3), (3, 0, 3, 0), (1, 0, 1, 0), (0, 1, 1, 0),
                   (4, 4, 1, 1), (1, 1, 4, 4), (20, 10, 20, 10), (3, 3, 3, 3))
@@ -212,7 +213,7 @@ def reduce_case(op: str, *, dtype: str, size: int, seed: int = 0) -> Case:
 def generate(count: int, *, seed: int = 0, sizes_2d: Sequence[int] = (512, 1024),
              sizes_1d: Sequence[int] = (1 << 18, 1 << 22),
              kinds: Iterable[str] | None = None) -> list[Case]:
-    """``count`` synthetic cases, stencils first (as seed 002), then the 1-D kinds, drawn
+    """``count`` synthetic cases, stencils first (as [Cummins 2018]), then the 1-D kinds, drawn
     deterministically from ``seed``; names that are not one of :data:`KINDS` are ignored."""
     want = (set(kinds) if kinds is not None else set(KINDS)) & set(KINDS)
     rng = np.random.default_rng(seed)
