@@ -171,7 +171,8 @@ def _train(store: _store.Store, device: str) -> None:
         sig = _model.signature(sd.names)
         local[sig] = local.get(sig, 0) + 1
     m = manager().retrain(device)
-    _print(f"trained {device}: {sum(local.values())} measured scenarios, "
+    n = sum(local.values())
+    _print(f"trained {device}: {n} measured scenario{'' if n == 1 else 's'}, "
            f"{m.n_measurements} measurements on this machine")
     for sig in sorted(set(local) | set(m.groups)):
         g = m.groups.get(sig)
