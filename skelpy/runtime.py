@@ -354,7 +354,10 @@ class Runtime:
         element and slice access to a container moves only what it needs. The last axis of
         ``host`` is one contiguous run of bytes, the first at byte ``offset``; ``pitches``
         gives, for each earlier axis (at most two), the distance in bytes between the runs of
-        consecutive indices in the buffer (a rectangle, or a regular grid of runs)."""
+        consecutive indices in the buffer (a rectangle, or a regular grid of runs). A grid
+        must fit OpenCL's (and CUDA's) rules for a 3-D copy: the first run starts in row
+        ``y <= rows_per_plane - rows`` of its plane, each plane holding a whole number of
+        rows."""
         if host.nbytes == 0:
             return
         if to_device:
@@ -371,14 +374,17 @@ class Runtime:
             return
         width = host.shape[-1] * host.itemsize
         rows = host.shape[-2]
-        planes = host.shape[-3] if len(pitches) == 2 else 1
-        row_pitch = pitches[-1]
-        slice_pitch = pitches[-2] if len(pitches) == 2 else row_pitch * rows
-        z, rest = divmod(offset, slice_pitch)
-        y, x = divmod(rest, row_pitch)
+        if len(pitches) == 1:               # rows of one rectangle: origin (byte, row)
+            planes, row_pitch, slice_pitch = 1, pitches[0], 0
+            z, (y, x) = 0, divmod(offset, row_pitch)
+        else:                               # planes of rows: origin (byte, row, plane)
+            planes, (slice_pitch, row_pitch) = host.shape[-3], pitches
+            z, rest = divmod(offset, slice_pitch)
+            y, x = divmod(rest, row_pitch)
         rect = {"buffer_origin": (x, y, z), "host_origin": (0, 0, 0),
                 "region": (width, rows, planes), "buffer_pitches": (row_pitch, slice_pitch),
-                "host_pitches": (width, width * rows), "is_blocking": True}
+                "host_pitches": (width, width * rows if planes > 1 else 0),
+                "is_blocking": True}
         if to_device:
             cl.enqueue_copy(self.queue, buffer, host, **rect)
         else:

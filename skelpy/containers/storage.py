@@ -227,9 +227,9 @@ class _Transfer:
         strided = sel.count[-1] > 1 and step > 1
         self.gaps = strided and pitch[-1] * item <= SMALL_GAP_BYTES
         if not self._layout(sel, pitch, item) and strided:
-            # A grid of single elements is one 3-D rectangular copy only if its slice pitch
-            # is a multiple of its row pitch, and no smaller than rows * row pitch (OpenCL):
-            # otherwise move each row's span.
+            # A grid of single elements is one 3-D rectangular copy only if each plane
+            # holds a whole number of rows and the grid's rows fit in one plane from where
+            # they start (OpenCL, CUDA): otherwise move each row's span.
             self.gaps = True
             self._layout(sel, pitch, item)
 
@@ -252,8 +252,11 @@ class _Transfer:
             run *= axes.pop()[0]
         self.runs = (*(c for c, _ in axes), run)
         self.pitches = tuple(p * item for _, p in axes)
-        return len(axes) < 2 or (axes[0][1] >= axes[1][0] * axes[1][1]
-                                 and axes[0][1] % axes[1][1] == 0)
+        if len(axes) < 2:
+            return True
+        (_, planes), (rows, row) = axes            # pitches in elements
+        first_row = self.offset // item % planes // row
+        return planes % row == 0 and first_row + rows <= planes // row
 
 
 def assign(target: np.ndarray, key, value, owner) -> None:
