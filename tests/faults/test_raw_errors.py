@@ -41,16 +41,36 @@ def test_the_issue_reproducer_two_billion_floats():
         sk.Map(lambda i: i * 0.5, out_dtype=np.float32)(sk.IndexVector(2_000_000_000))
 
 
-def test_oversized_stencil_output_is_refused_before_allocating():
+@pytest.fixture
+def small_device(monkeypatch):
+    """Pretend the device allocates at most 1 MiB in one buffer."""
     dev = runtime.current().device
-    st = sk.Stencil(lambda nb: nb[0, 0], out_dtype=np.float64)
-    # a float32 input that fits, whose float64 output does not
-    rows = dev.max_alloc_size // (8 * 1024) + 1
-    if rows * 1024 * 4 > dev.max_alloc_size or rows * 1024 * 4 > 2**31:
-        pytest.skip("this device allocates too much for a cheap test")
-    a = np.zeros((rows, 1024), np.float32)
+    monkeypatch.setitem(dev.__dict__, "max_alloc_size", 1 << 20)
+    return dev
+
+
+def test_oversized_stencil_output_is_refused_before_allocating(small_device, stats):
+    a = np.zeros((300, 300), np.float32)                    # 360 KB in, 720 KB out: fits
+    st = sk.Stencil(lambda nb: nb[0, 0] + nb[0, 1], out_dtype=np.float64)
+    if not runtime.current().device.has_fp64:
+        st = sk.Stencil(lambda nb: nb[0, 0] + nb[0, 1], out_dtype=np.int64)
+    st(a)
+    big = np.zeros((300, 500), np.float32)                  # 600 KB in, 1.2 MB out
+    launches = stats.launches
     with pytest.raises(sk.ShapeError) as info:
-        st(a)
+        st(big)
+    assert "1200000 bytes" in str(info.value) and "1048576 bytes" in str(info.value)
+    _names_this_file(info.value)
+    assert stats.launches == launches
+    with pytest.raises(sk.ShapeError):
+        (st >> st)(big)
+
+
+def test_oversized_input_names_the_muscle(small_device):
+    table = np.zeros(300_000, np.float32)                    # 1.2 MB to upload
+    with pytest.raises(sk.ShapeError) as info:
+        sk.Map(lambda v, t: v + t[0])(np.zeros(10, np.float32), table)
+    assert "1200000 bytes" in str(info.value) and "output" not in str(info.value)
     _names_this_file(info.value)
 
 
