@@ -1,0 +1,144 @@
+"""Time translating every muscle of ``tests/test_translator.py``; optionally dump the results.
+
+    python scripts/time_translation.py [--reps 5] [--dump FILE]
+
+First runs ``tests/test_translator.py`` in this process (kernels are not built or run) and
+records every top-level ``Muscle(...).specialise(kinds, out_dtype, c_name)`` the tests make,
+errors included. Then, ``--reps`` times, empties the muscle caches (parsed files, muscles per
+function, specialisations) and translates all of them again; prints the median and every
+repetition's seconds. ``--dump FILE`` writes what each translation gives (C source, C
+parameters, dtypes, features, accesses, or the error message) so that two versions of the
+translator can be compared with ``diff``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# module-level caches of skelpy.muscle.* emptied before each repetition
+CACHE_NAMES = {"_BY_FN", "_PARSED", "_SYNTH"}
+
+
+def record_calls() -> list[tuple]:
+    import pytest
+
+    import skelpy.muscle as M
+
+    muscle_cls = M.Muscle
+    fn_of: dict[int, object] = {}
+    calls: list[tuple] = []
+    depth = [0]
+    orig_new = muscle_cls.__new__
+    orig_specialise = muscle_cls.specialise
+
+    def new(cls, fn):
+        m = orig_new(cls, fn)
+        fn_of.setdefault(id(m), fn)
+        return m
+
+    def specialise(self, kinds, out_dtype=None, c_name="skelpy_f"):
+        if depth[0] == 0 and id(self) in fn_of:
+            calls.append((fn_of[id(self)], tuple(kinds), out_dtype, c_name))
+        depth[0] += 1
+        try:
+            return orig_specialise(self, kinds, out_dtype=out_dtype, c_name=c_name)
+        finally:
+            depth[0] -= 1
+
+    class NoRun:
+        @staticmethod
+        def pytest_collection_modifyitems(items):
+            for item in items:
+                batch = getattr(item.module, "Batch", None)
+                if batch is not None:
+                    batch.run = lambda self: None
+
+    muscle_cls.__new__ = new
+    muscle_cls.specialise = specialise
+    try:
+        pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                     str(ROOT / "tests" / "test_translator.py")], plugins=[NoRun()])
+    finally:
+        muscle_cls.__new__ = orig_new
+        muscle_cls.specialise = orig_specialise
+    seen, out = set(), []
+    for fn, kinds, od, name in calls:
+        key = (id(fn) if not isinstance(fn, str) else fn, kinds, str(od), name)
+        if key not in seen:
+            seen.add(key)
+            out.append((fn, kinds, od, name))
+    return out
+
+
+def clear_caches() -> None:
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("skelpy.muscle"):
+            for attr in CACHE_NAMES:
+                cache = getattr(mod, attr, None)
+                if cache is not None:
+                    cache.clear()
+
+
+def translate_all(calls) -> list:
+    from skelpy.errors import SkelpyError
+    from skelpy.muscle import Muscle
+
+    out = []
+    for fn, kinds, od, name in calls:
+        try:
+            out.append(Muscle(fn).specialise(kinds, out_dtype=od, c_name=name))
+        except (SkelpyError, ValueError, TypeError) as e:
+            out.append(e)
+    return out
+
+
+def describe(calls, results) -> str:
+    lines = []
+    for k, ((fn, kinds, od, name), r) in enumerate(zip(calls, results)):
+        label = fn if isinstance(fn, str) else getattr(fn, "__name__", repr(fn))
+        lines.append(f"=== {k} {label!r} {kinds} out={od} c_name={name}")
+        if isinstance(r, Exception):
+            lines.append(f"ERROR {type(r).__name__}: {r}")
+            continue
+        for field in ("c_params", "out_dtype", "scalar_dtypes", "uses_fp64", "features",
+                      "accesses", "access_bounds", "name", "param_names"):
+            lines.append(f"{field}: {getattr(r, field)!r}")
+        lines.append(r.source)
+    text = "\n".join(lines) + "\n"
+    return re.sub(r"/tmp/pytest-of-[^:]*/", "<tmp>/", text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--dump", default=None)
+    args = ap.parse_args(argv)
+    calls = record_calls()
+    n_err = 0
+    times = []
+    for _ in range(args.reps):
+        clear_caches()
+        gc.collect()
+        t0 = time.perf_counter()
+        results = translate_all(calls)
+        times.append(time.perf_counter() - t0)
+        n_err = sum(isinstance(r, Exception) for r in results)
+    print(f"{len(calls)} translations ({n_err} end in an error), {args.reps} repetitions: "
+          f"median {statistics.median(times):.3f} s; each {', '.join(f'{t:.3f}' for t in times)}")
+    if args.dump:
+        clear_caches()
+        Path(args.dump).write_text(describe(calls, translate_all(calls)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
