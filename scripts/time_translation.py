@@ -1,12 +1,14 @@
 """Time translating every muscle of ``tests/test_translator.py``; optionally dump the results.
 
-    python scripts/time_translation.py [--reps 5] [--dump FILE]
+    python scripts/time_translation.py [--reps 5] [--keep-parsed] [--dump FILE]
 
 First runs ``tests/test_translator.py`` in this process (kernels are not built or run) and
 records every top-level ``Muscle(...).specialise(kinds, out_dtype, c_name)`` the tests make,
 errors included. Then, ``--reps`` times, empties the muscle caches (parsed files, muscles per
 function, specialisations) and translates all of them again; prints the median and every
-repetition's seconds. ``--dump FILE`` writes what each translation gives (C source, C
+repetition's seconds. With ``--keep-parsed`` the parsed functions are kept and only what a
+muscle caches per specialisation is emptied: the time of translation proper, without finding
+and parsing the source. ``--dump FILE`` writes what each translation gives (C source, C
 parameters, dtypes, features, accesses, or the error message) so that two versions of the
 translator can be compared with ``diff``.
 """
@@ -26,6 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 # module-level caches of skelpy.muscle.* emptied before each repetition
 CACHE_NAMES = {"_BY_FN", "_PARSED", "_SYNTH"}
+# what a Muscle caches per specialisation (the names before and after the redesign)
+MUSCLE_CACHES = ("_cache", "_ret_cache", "_bodies", "_result_types")
 
 
 def record_calls() -> list[tuple]:
@@ -79,9 +83,16 @@ def record_calls() -> list[tuple]:
     return out
 
 
-def clear_caches() -> None:
+def clear_caches(keep_parsed: bool = False) -> None:
     for name, mod in list(sys.modules.items()):
         if name.startswith("skelpy.muscle"):
+            if keep_parsed:
+                for m in list(getattr(mod, "_BY_FN", {}).values()):
+                    for attr in MUSCLE_CACHES:
+                        cache = getattr(m, attr, None)
+                        if cache is not None:
+                            cache.clear()
+                continue
             for attr in CACHE_NAMES:
                 cache = getattr(mod, attr, None)
                 if cache is not None:
@@ -120,19 +131,22 @@ def describe(calls, results) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--keep-parsed", action="store_true")
     ap.add_argument("--dump", default=None)
     args = ap.parse_args(argv)
     calls = record_calls()
     n_err = 0
     times = []
+    translate_all(calls)
     for _ in range(args.reps):
-        clear_caches()
+        clear_caches(args.keep_parsed)
         gc.collect()
         t0 = time.perf_counter()
         results = translate_all(calls)
         times.append(time.perf_counter() - t0)
         n_err = sum(isinstance(r, Exception) for r in results)
-    print(f"{len(calls)} translations ({n_err} end in an error), {args.reps} repetitions: "
+    what = "translation only" if args.keep_parsed else "fresh caches"
+    print(f"{len(calls)} translations ({n_err} end in an error), {what}, {args.reps} repetitions: "
           f"median {statistics.median(times):.3f} s; each {', '.join(f'{t:.3f}' for t in times)}")
     if args.dump:
         clear_caches()

@@ -28,8 +28,9 @@ speed or simplicity, the translator does the following (by design, not by accide
 - Captured globals and closure values are read when the muscle is first translated.
 """
 
+from .muscle import Muscle
 from .params import Accessor, IndexPoint, Scalar, global_array, scalar_arguments
-from .translator import Muscle, TypedMuscle
+from .typed_muscle import TypedMuscle
 
 __all__ = ["Accessor", "IndexPoint", "Muscle", "Scalar", "TypedMuscle", "global_array",
            "scalar_arguments"]
