@@ -192,7 +192,7 @@ class PyFunction:
         b = b if isinstance(b, dict) else vars(b)
         if name in b:
             return b[name]
-        return _MISSING
+        return MISSING
 
 
 class _Missing:
@@ -200,8 +200,7 @@ class _Missing:
         return "<missing>"
 
 
-_MISSING = _Missing()
-MISSING = _MISSING
+MISSING = _Missing()
 
 
 def parse_function(fn) -> PyFunction:
@@ -244,7 +243,7 @@ def parse_function(fn) -> PyFunction:
             try:
                 closure[var] = cell.cell_contents
             except ValueError:
-                closure[var] = _MISSING
+                closure[var] = MISSING
     if isinstance(node, ast.Lambda):
         body: list[ast.stmt] = [ast.Return(value=node.body, lineno=node.body.lineno,
                                            col_offset=node.body.col_offset,
