@@ -17,11 +17,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, base: Path) -> str:
+    parts = list(path.relative_to(base).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+def _top(folder: Path) -> Path:
+    """The folder module names start from: above the outermost package holding ``folder``."""
+    while (folder / "__init__.py").exists():
+        folder = folder.parent
+    return folder
 
 
 def _runtime_nodes(tree: ast.AST):
@@ -96,9 +103,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    folders = [ROOT / a for a in argv] or [ROOT / "skelpy" / "muscle"]
-    paths = sorted(p for f in folders for p in f.rglob("*.py"))
-    names = {module_name(p): p for p in paths}
+    folders = [(ROOT / a).resolve() for a in argv] or [ROOT / "skelpy" / "muscle"]
+    names = {module_name(p, _top(f)): p for f in folders for p in sorted(f.rglob("*.py"))}
     graph = {n: imports_of(p, n, set(names)) for n, p in names.items()}
     found = cycles(graph)
     for comp in found:

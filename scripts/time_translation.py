@@ -1,6 +1,6 @@
 """Time translating every muscle of ``tests/test_translator.py``; optionally dump the results.
 
-    python scripts/time_translation.py [--reps 5] [--keep-parsed] [--dump FILE]
+    python scripts/time_translation.py [--reps 5] [--keep-parsed] [--dump FILE] [--tests FILE]
 
 First runs ``tests/test_translator.py`` in this process (kernels are not built or run) and
 records every top-level ``Muscle(...).specialise(kinds, out_dtype, c_name)`` the tests make,
@@ -10,7 +10,8 @@ repetition's seconds. With ``--keep-parsed`` the parsed functions are kept and o
 muscle caches per specialisation is emptied: the time of translation proper, without finding
 and parsing the source. ``--dump FILE`` writes what each translation gives (C source, C
 parameters, dtypes, features, accesses, or the error message) so that two versions of the
-translator can be compared with ``diff``.
+translator can be compared with ``diff``. ``--tests`` takes the muscles of another copy of the
+test file (to time two versions of the translator on the same muscles).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ CACHE_NAMES = {"_BY_FN", "_PARSED", "_SYNTH"}
 MUSCLE_CACHES = ("_cache", "_ret_cache", "_bodies", "_result_types")
 
 
-def record_calls() -> list[tuple]:
+def record_calls(tests: Path) -> list[tuple]:
     import pytest
 
     import skelpy.muscle as M
@@ -70,7 +71,7 @@ def record_calls() -> list[tuple]:
     muscle_cls.specialise = specialise
     try:
         pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                     str(ROOT / "tests" / "test_translator.py")], plugins=[NoRun()])
+                     "--rootdir", str(tests.parent), str(tests)], plugins=[NoRun()])
     finally:
         muscle_cls.__new__ = orig_new
         muscle_cls.specialise = orig_specialise
@@ -133,8 +134,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--keep-parsed", action="store_true")
     ap.add_argument("--dump", default=None)
+    ap.add_argument("--tests", type=Path, default=ROOT / "tests" / "test_translator.py")
     args = ap.parse_args(argv)
-    calls = record_calls()
+    calls = record_calls(args.tests.resolve())
     n_err = 0
     times = []
     translate_all(calls)
