@@ -391,8 +391,7 @@ def build_IfExp(cx: InferenceContext, node: ast.IfExp) -> Typed:
     taken = cx.static_test(node.test)
     if taken is not None:
         # Python never evaluates the other branch, so it neither types nor errors
-        cx.type(node.body if taken else node.orelse)
-        return Typed(cx.notes[node.body if taken else node.orelse].ty)
+        return Typed(cx.type(node.body if taken else node.orelse))
     a = cx.type(node.body)
     b = cx.type(node.orelse)
     return Typed(result_type(a, b))

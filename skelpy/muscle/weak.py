@@ -40,6 +40,7 @@ from .typed import (
     WeakCompare,
     WeakMath,
 )
+from .typed_muscle import TypedMuscle
 
 UINT64 = np.dtype(np.uint64)
 TRUTH = "truth"  # an operand tested for truth (``x != 0`` unless it is a bool)
@@ -60,7 +61,7 @@ class HelperUse:
     """The specialisation of a called function at one call: its C name and TypedMuscle."""
 
     c_name: str
-    typed: object
+    typed: TypedMuscle
 
 
 @dataclass(slots=True)
@@ -238,16 +239,20 @@ class WeakTypes:
 
     # -- the fixed point ---------------------------------------------------------------------
 
-    def _weak_keys(self) -> dict[str, Ty]:
+    def weak_keys(self) -> dict[str, Ty]:
+        """The weak variables (and ``"@" + key`` of weak captured arrays) with their kinds."""
         keys = {n: t for n, t in self.body.var_types.items() if t.weak}
         for a in self.body.scope.arrays.values():
             if a.elem.weak:
                 keys["@" + a.key] = a.elem
         return keys
 
-    def _resolve(self, contexts: dict[str, set]) -> dict[str, np.dtype | None]:
+    def resolution(self, contexts: dict[str, set]) -> dict[str, np.dtype | None]:
+        """What each weak variable is computed in, given the contexts it met: the promotion of
+        its float contexts (weak floats), of its integer contexts (weak int parameters that
+        keep their type), else None (the default)."""
         new = {}
-        for key, t in self._weak_keys().items():
+        for key, t in self.weak_keys().items():
             ctx = contexts.get(key, ())
             if t.kind == "f":
                 fl = [d for d in ctx if d.kind == "f"]
@@ -267,12 +272,12 @@ class WeakTypes:
 def resolve_weak(body: TypedBody, c_name: str, return_dtype: np.dtype) -> WeakTypes:
     """Resolve the weak values of ``body`` whose returns are computed in ``return_dtype``."""
     wt = WeakTypes(body, c_name, return_dtype)
-    if not wt._weak_keys():
+    if not wt.weak_keys():
         return wt  # nothing to resolve
     for _ in range(32):
         walk = _ContextWalk(wt)
         walk.block(body.function.body)
-        new = wt._resolve(walk.contexts)
+        new = wt.resolution(walk.contexts)
         if new == wt.resolved:
             break
         wt.resolved = new
