@@ -39,7 +39,7 @@ def record_calls(tests: Path) -> list[tuple]:
     import skelpy.muscle as M
 
     muscle_cls = M.Muscle
-    fn_of: dict[int, object] = {}
+    fn_of: dict[object, object] = {}     # muscle -> function (keeps muscles alive: no id reuse)
     calls: list[tuple] = []
     depth = [0]
     orig_new = muscle_cls.__new__
@@ -47,12 +47,12 @@ def record_calls(tests: Path) -> list[tuple]:
 
     def new(cls, fn):
         m = orig_new(cls, fn)
-        fn_of.setdefault(id(m), fn)
+        fn_of.setdefault(m, fn)
         return m
 
     def specialise(self, kinds, out_dtype=None, c_name="skelpy_f"):
-        if depth[0] == 0 and id(self) in fn_of:
-            calls.append((fn_of[id(self)], tuple(kinds), out_dtype, c_name))
+        if depth[0] == 0 and self in fn_of:
+            calls.append((fn_of[self], tuple(kinds), out_dtype, c_name))
         depth[0] += 1
         try:
             return orig_specialise(self, kinds, out_dtype=out_dtype, c_name=c_name)
@@ -113,6 +113,11 @@ def translate_all(calls) -> list:
     return out
 
 
+def _errors(results) -> dict[int, str]:
+    return {k: f"{type(r).__name__}: {r}" for k, r in enumerate(results)
+            if isinstance(r, Exception)}
+
+
 def describe(calls, results) -> str:
     lines = []
     for k, ((fn, kinds, od, name), r) in enumerate(zip(calls, results)):
@@ -137,19 +142,23 @@ def main(argv=None) -> int:
     ap.add_argument("--tests", type=Path, default=ROOT / "tests" / "test_translator.py")
     args = ap.parse_args(argv)
     calls = record_calls(args.tests.resolve())
-    n_err = 0
-    times = []
-    translate_all(calls)
+    times, cpu = [], []
+    first = _errors(translate_all(calls))
     for _ in range(args.reps):
         clear_caches(args.keep_parsed)
         gc.collect()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         results = translate_all(calls)
         times.append(time.perf_counter() - t0)
-        n_err = sum(isinstance(r, Exception) for r in results)
+        cpu.append(time.process_time() - c0)
+        errors = _errors(results)
+        for k in sorted(set(errors.items()) ^ set(first.items())):
+            print(f"not the same in every repetition: call {k[0]}: {k[1]}")
+    n_err = len(first)
     what = "translation only" if args.keep_parsed else "fresh caches"
     print(f"{len(calls)} translations ({n_err} end in an error), {what}, {args.reps} repetitions: "
-          f"median {statistics.median(times):.3f} s; each {', '.join(f'{t:.3f}' for t in times)}")
+          f"median {statistics.median(times):.3f} s; each {', '.join(f'{t:.3f}' for t in times)}"
+          f" (CPU time: median {statistics.median(cpu):.3f} s)")
     if args.dump:
         clear_caches()
         Path(args.dump).write_text(describe(calls, translate_all(calls)))
