@@ -29,10 +29,8 @@ _TYPERS = {**EXPRESSION_TYPERS, "Call": build_Call}
 class InferenceContext:
     """All the state of inferring one body; the builders are stateless functions."""
 
-    def __init__(self, scope: Scope, kinds: tuple,
-                 muscle_of: Callable[[object], HelperMuscle]):
+    def __init__(self, scope: Scope, muscle_of: Callable[[object], HelperMuscle]):
         self.scope = scope
-        self.kinds = kinds
         self.muscle_of = muscle_of          # a called Python function -> its Muscle
         self.notes: dict[ast.AST, Typed] = {}
         self.var_types: dict[str, Ty] = {}
@@ -239,7 +237,7 @@ _STATEMENT_TYPERS = {
 
 def infer(scope: Scope, kinds: tuple, muscle_of: Callable[[object], HelperMuscle]) -> TypedBody:
     """Type the body of ``scope.function`` for these parameter kinds."""
-    cx = InferenceContext(scope, kinds, muscle_of)
+    cx = InferenceContext(scope, muscle_of)
     for name, i in scope.scalar_params.items():
         k = kinds[i]
         cx.var_types[name] = Ty(k.dtype, k.weak)
