@@ -23,18 +23,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyopencl as cl
 
 from .. import runtime as _rt
+from .. import tuner
+from ..containers import Matrix, empty_like_shape
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
+from ..errors import ParameterError
 from ..muscle import Accessor, Muscle, Scalar, global_array
 from ..tuner.space import Param, ParamSpace
 
-__all__ = ["Extra", "Geometry", "TemporalPlan", "Unsupported", "T_VALUES"]
+__all__ = ["Extra", "Geometry", "TemporalPlan", "Unsupported", "T_VALUES", "NAMES", "iterate"]
 
 T_VALUES = (1, 2, 3, 4, 6, 8)
-WC_VALUES = (32, 64, 128, 256, 512)
-WR_VALUES = (1, 2, 4)
-ROWS_VALUES = (32, 64, 128, 256, 512, 1024)
+WC_VALUES = (64, 128, 256, 512)
+WR_VALUES = (1, 2)
+ROWS_VALUES = (64, 128, 256, 512)
 CC_VALUES = (1, 2)
 RING_VALUES = (0, 1)
 NAMES = ("t", "tb_wc", "tb_wr", "tb_rows", "tb_cc", "tb_ring")
@@ -113,19 +117,18 @@ def _accesses(tm, param: int):
 class TemporalPlan:
     """The temporal kernel of one stencil call signature (dtype, extras) and its launches.
 
-    ``reach`` is (north, south, east, west) of the muscle's neighbourhood reads; ``clamp``
-    says offsets are not constants and are clamped into the reach (as the single-step
-    kernel does). ``cval_literal(dtype)`` writes the border constant as a C constant of that
-    dtype. ``polish`` may rewrite the muscle source (e.g. unroll hints). Raises
-    :class:`Unsupported` when the path does not apply: the muscle changes the dtype, reaches
-    too far, or the border mode is unknown."""
+    ``reach`` is (north, south, east, west), the stencil's shape; reads at offsets that are
+    not constants are clamped into it, as the single-step kernel does.
+    ``cval_literal(dtype)`` writes the border constant as a C constant of that dtype.
+    ``polish`` may rewrite the muscle source (e.g. unroll hints). Raises :class:`Unsupported`
+    when the path does not apply: the muscle changes the dtype, reaches too far, or the
+    border mode is unknown."""
 
     kernel_name = "skelpy_stencil_temporal"
 
     def __init__(self, muscle: Muscle, dtype, extras: Sequence[Extra],
                  reach: tuple[int, int, int, int], border: str,
-                 cval_literal: Callable[[np.dtype], str], *, clamp: bool = False,
-                 big: bool = False, out_dtype=None,
+                 cval_literal: Callable[[np.dtype], str], *, big: bool = False, out_dtype=None,
                  polish: Callable[[str], str] | None = None):
         if border not in _MODES:
             raise Unsupported(f"border mode {border!r}")
@@ -152,8 +155,10 @@ class TemporalPlan:
             for p in around:
                 kinds[p] = _matrix_around(self.extras[p - 1].dtype)
             tm = muscle.specialise(kinds, out_dtype=out_dtype, c_name="skp_tb_muscle")
-        if storage_dtype(tm.out_dtype) != storage_dtype(dtype) or tm.out_dtype != dtype:
+        if tm.out_dtype != dtype:
             raise Unsupported(f"the muscle turns {dtype} into {tm.out_dtype}")
+        clamp = any(_bounds(tm, p) is None
+                    for p in [0] + [k + 1 for k, e in enumerate(self.extras) if e.kind == "matrix"])
         self.typed = tm
         self.uses_fp64 = bool(tm.uses_fp64 or dtype == np.float64 or any(
             e.dtype == np.float64 for e in self.extras if e.kind != "scalar"))
@@ -282,16 +287,16 @@ class TemporalPlan:
         return Geometry((tiles * wc, groups_r * wr), (wc, wr), self.local_bytes(point),
                         wout, chunk)
 
-    def legal(self, point: Mapping, dev, kmax: int | None = None) -> bool:
+    def legal(self, point: Mapping, dev) -> bool:
         t, wc, wr = int(point["t"]), int(point["tb_wc"]), int(point["tb_wr"])
         if t < 1 or min(wc, wr, int(point["tb_rows"]), int(point["tb_cc"])) < 1:
             return False
-        if int(point["tb_ring"]) not in (0, 1):
+        if point["tb_ring"] not in (0, 1):
             return False
         items = dev.max_work_item_sizes
         if items and (wc > items[0] or (len(items) > 1 and wr > items[1])):
             return False
-        if wc * wr > (kmax or dev.max_work_group_size):
+        if wc * wr > dev.max_work_group_size:
             return False
         # a tile must output at least a quarter of the columns it computes
         if 4 * self.wout(point) < wc * int(point["tb_cc"]):
@@ -301,21 +306,25 @@ class TemporalPlan:
         return self.local_bytes(point) <= dev.local_mem_size - _LOCAL_RESERVE
 
     def default_point(self, dev) -> dict:
-        """The first guess before the tuner knows better. On CPUs a pass of one step (today's
-        single-step kernel is the caller's choice there); on GPUs 4 steps per pass with
-        128-wide streams of 256 rows, the register variant."""
+        """The first guess before the tuner knows better. GPUs: 4 steps per pass, streams of
+        128 work-items and 256 rows, registers (to be confirmed by benchmarks/bench_temporal.py
+        on the H200). CPUs: single steps (t = 1): on PoCL the streaming kernel, a loop with a
+        barrier per row, measured 20-40x slower than the single-step kernel."""
         if dev.kind == "gpu":
             return {"t": 4, "tb_wc": 128, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0}
-        return {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0}
+        return dict(_SINGLE)
 
     def space(self, rt: _rt.Runtime) -> ParamSpace:
-        """The legal passes on this device (cached per runtime)."""
+        """The passes the tuner chooses among on this device (cached per runtime). ``t = 1``
+        is one point, the single-step kernel (whose own launch parameters it tunes
+        separately); on CPUs it is the only point tuned over, the others can be forced."""
         sp = self._spaces.get(id(rt))
         if sp is not None:
             return sp
         dev = rt.device
+        gpu = dev.kind == "gpu"
         params = [
-            Param("t", T_VALUES, doc="time steps per pass (1: single steps)"),
+            Param("t", T_VALUES if gpu else (1,), doc="time steps per pass (1: single steps)"),
             Param("tb_wc", WC_VALUES, doc="work-items per stream along columns"),
             Param("tb_wr", WR_VALUES, doc="streams per work-group"),
             Param("tb_rows", ROWS_VALUES, doc="rows per stream (stream division)"),
@@ -323,7 +332,13 @@ class TemporalPlan:
             Param("tb_ring", RING_VALUES, numeric=False,
                   doc="1: intermediate rows in a local-memory ring, 0: in registers"),
         ]
-        sp = ParamSpace(params, self.default_point(dev), lambda p: self.legal(p, dev),
+
+        def legal(p) -> bool:
+            if int(p["t"]) == 1:          # single steps: the tile parameters do not apply
+                return all(p[k] == v for k, v in _SINGLE.items())
+            return self.legal(p, dev)
+
+        sp = ParamSpace(params, self.default_point(dev), legal,
                         extra_values_ok=("t", "tb_wc", "tb_wr", "tb_rows"))
         if not sp.is_legal(sp.default):
             nearest = sp.nearest(sp.default)
@@ -343,9 +358,7 @@ class TemporalPlan:
 
     def launch_pass(self, rt: _rt.Runtime, point: Mapping, dst, src, rows: int, cols: int,
                     extra_args: Sequence):
-        """One pass of ``point['t']`` steps, src -> dst (buffers); returns the event."""
-        import pyopencl as cl
-
+        """One pass of ``point['t']`` steps, buffer src -> buffer dst; returns the event."""
         geo = self.geometry(point, rows, cols)
         args = [dst, src, np.int32(rows), np.int32(cols), np.int32(geo.chunk),
                 np.int32(geo.wout), cl.LocalMemory(max(geo.local_bytes, 1)), *extra_args]
@@ -355,16 +368,66 @@ class TemporalPlan:
     def run(self, rt: _rt.Runtime, point: Mapping, src, rows: int, cols: int,
             iterations: int, extra_args: Sequence, buffers: Sequence) -> tuple:
         """All ``iterations`` in passes of ``point['t']`` steps, the last pass taking the
-        remainder; ping-pong between the two ``buffers`` (never writing ``src``). Returns
-        (the buffer holding the result, events)."""
+        remainder, ping-ponging between the two ``buffers`` (``src`` is never written).
+        Returns (the buffer holding the result, its index in ``buffers``, events)."""
         t = int(point["t"])
         events = []
-        cur, k = src, 0
+        cur, k = src, -1
         left = iterations
         while left > 0:
             steps = min(t, left)
-            p = dict(point, t=steps)
-            dst = buffers[k % 2]
-            events.append(self.launch_pass(rt, p, dst, cur, rows, cols, extra_args))
-            cur, k, left = dst, k + 1, left - steps
-        return cur, events
+            k = (k + 1) % 2
+            events.append(self.launch_pass(rt, dict(point, t=steps), buffers[k], cur, rows,
+                                           cols, extra_args))
+            cur, left = buffers[k], left - steps
+        return cur, k, events
+
+
+_SINGLE = {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0}
+
+
+def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | None,
+            extra_args: Sequence, single_steps: Callable[[], tuple[Matrix, list]],
+            origin: str) -> tuple[Matrix, _rt.Launch | None]:
+    """``iterations`` steps of the stencil from ``src``, t per pass as the tuner (or
+    ``forced``) decides; ``t = 1`` calls ``single_steps()``, which returns (result, its
+    Launch records) from today's single-step path. Returns (result, the Launch describing
+    the passes, or None when single steps ran)."""
+    rt = _rt.current()
+    rows, cols = src.shape
+    note: dict = {}
+    if forced and forced.get("t") == 1:       # single steps: the tile does not apply
+        forced = {"t": 1}
+
+    def run(point):
+        if int(point["t"]) == 1:
+            out, launches = single_steps()
+            note["single"] = launches
+            return out, [e for ln in launches for e in ln.events]
+        note.pop("single", None)
+        bufs = [empty_like_shape(src.shape, src.dtype, rt) for _ in range(2)]
+        _buf, k, events = plan.run(rt, point, src.device_buffer(rt), rows, cols, iterations,
+                                   extra_args, [b.device_buffer(rt) for b in bufs])
+        geo = plan.geometry(point, rows, cols)
+        note["sizes"] = (geo.global_size, geo.local_size)
+        out = bufs[k]
+        out.mark_device_written()
+        return out, events
+
+    req = tuner.TuningRequest(
+        skeleton="stencil", kernel_key=plan.kernel_key, device=rt.device,
+        space=plan.space(rt), features=plan.features,
+        dataset={"n": float(rows * cols), "rows": float(rows), "cols": float(cols),
+                 "dtype_size": float(plan.itemsize), "iterations": float(iterations)},
+        forced=dict(forced) if forced else None, run=run, origin=origin)
+    try:
+        outcome = tuner.execute(req)
+    except ParameterError as exc:
+        raise ParameterError(f"{origin}: {exc}") from None
+    if "single" in note:
+        return outcome.result, None
+    gsize, lsize = note["sizes"]
+    launch = _rt.Launch("stencil", dict(outcome.params), gsize, lsize, list(outcome.events),
+                        list(outcome.refused), outcome.source)
+    launch.iterations = iterations
+    return outcome.result, launch
