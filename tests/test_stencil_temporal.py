@@ -307,3 +307,21 @@ def test_temporal_kernel_under_oclgrind(tmp_path):
     assert "TEMPORAL-OCLGRIND-OK 40" in proc.stdout, out[-4000:]
     bad = [ln for ln in proc.stderr.splitlines() if any(m in ln for m in ERROR_MARKERS)]
     assert not bad, "\n".join(bad[:40])
+
+
+# -- the benchmark runs here too -----------------------------------------------------------------
+
+
+def test_benchmark_runs_and_checks_bitwise(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import bench_temporal
+
+    data = bench_temporal.main(["--sizes", "40", "--iterations", "5", "--cases", "heat,life_u8",
+                                "--reps", "1", "--out", str(tmp_path)])
+    assert [(r["case"], r["size"]) for r in data["rows"]] == [("heat", 40), ("life_u8", 40)]
+    for row, case in zip(data["rows"], data["cases"]):
+        assert row["bitwise"] is True and row["single GCS/s"] > 0 and row["best GCS/s"] > 0
+        measured = [p for p in case["points"] if "seconds" in p]
+        assert len({p["params"]["t"] for p in measured}) >= 3
+        assert all(p["bitwise"] for p in measured)
+    assert list(tmp_path.glob("temporal-*.json"))
