@@ -14,9 +14,11 @@ repeats, all passes of one call summed):
   GPUs, single steps on CPUs);
 - the temporal path over a grid of passes: t (steps per pass), ``tb_wc`` (work-items per stream
   along columns), ``tb_rows`` (rows per stream), ``tb_wr`` (streams per work-group), ``tb_cc``
-  (columns per work-item) and ``tb_ring`` (registers or a local-memory ring). ``--grid staged``
+  (columns per work-item), ``tb_ring`` (registers or a local-memory ring) and ``tb_unroll``
+  (the row walk unrolled by the rotation period). ``--grid staged``
   (the quick default) varies one parameter at a time from the best point so far (t, then the
-  tile width, rows, streams, columns per item, ring); ``--grid full`` measures the product.
+  tile width, rows, streams, columns per item, ring, unrolling, and t once more at the
+  best tile); ``--grid full`` measures the product.
 
 Every temporal result is compared bit for bit with the single-step result (at every size for the
 best and default points, at the smallest size for all). The copy bound: a device-to-device copy
@@ -78,13 +80,15 @@ CASES = {
                 np.uint8),
 }
 
-START = {"t": 4, "tb_wc": 128, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0}
+START = {"t": 4, "tb_wc": 128, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0,
+         "tb_unroll": 1}
 STAGES = [("t", (2, 3, 4, 6, 8)), ("tb_wc", (64, 128, 256, 512)),
           ("tb_rows", (64, 128, 256, 512)), ("tb_wr", (1, 2)), ("tb_cc", (1, 2)),
-          ("tb_ring", (0, 1))]
+          ("tb_ring", (0, 1)), ("tb_unroll", (0, 1)), ("t", (2, 3, 4, 6, 8))]
 FULL_GRID = {"t": (2, 4, 6, 8), "tb_wc": (128, 256), "tb_rows": (128, 256, 512),
-             "tb_wr": (1, 2), "tb_cc": (1, 2), "tb_ring": (0, 1)}
-CPU_STAGES = [("t", (2, 4, 8)), ("tb_wc", (16, 64)), ("tb_rows", (64, 256)), ("tb_ring", (0, 1))]
+             "tb_wr": (1, 2), "tb_cc": (1, 2), "tb_ring": (0, 1), "tb_unroll": (0, 1)}
+CPU_STAGES = [("t", (2, 4, 8)), ("tb_wc", (16, 64)), ("tb_rows", (64, 256)), ("tb_ring", (0, 1)),
+              ("tb_unroll", (0, 1))]
 
 
 def sample(dtype, size, rng):
@@ -240,7 +244,7 @@ def main(argv=None) -> dict:
             row.update({"best GCS/s": cells / tb / 1e9, "best %copy": 100 * cells / tb / copy_eq,
                         "best/single": t_single / tb,
                         "best point": "t{t} wc{tb_wc} r{tb_rows} wr{tb_wr} cc{tb_cc} "
-                                      "ring{tb_ring}".format(**best["params"]),
+                                      "ring{tb_ring} u{tb_unroll}".format(**best["params"]),
                         "bitwise": bool(best["bitwise"] and def_ok
                                         and all(r.get("bitwise", True)
                                                 for r in search.seen.values()))})

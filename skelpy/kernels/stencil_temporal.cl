@@ -39,7 +39,8 @@
  * per step), SKP_TB_USE(i, j) (1 if the muscle reads window row i, column j),
  * SKP_TB_UCOL(j) (1 if any row reads column j), SKP_TB_EXTRA_DECL and SKP_TB_CALL (the muscle
  * call, in terms of skp_win, skp_idx, skp_gr, skp_gc, rows, cols).
- * Launch macros: SKP_TB_T (steps per pass), SKP_TB_CC, SKP_TB_RING.
+ * Launch macros: SKP_TB_T (steps per pass), SKP_TB_CC, SKP_TB_RING, SKP_TB_UNROLL (1: the
+ * walk unrolled by the rotation period).
  */
 
 #ifndef SKP_TB_T
@@ -51,12 +52,22 @@
 #ifndef SKP_TB_RING
 #define SKP_TB_RING 0
 #endif
+#ifndef SKP_TB_UNROLL
+#define SKP_TB_UNROLL 0
+#endif
 
 #define SKP_TB_HR (SKP_TB_HN + SKP_TB_HS + 1)   /* rows of a stage held */
 #define SKP_TB_MR (SKP_N + SKP_S + 1)           /* rows of the muscle's window */
 #define SKP_TB_WC (SKP_W + SKP_E + 1)           /* columns of the muscle's window */
 #define SKP_TB_P (SKP_TB_HR + 1)                /* ring slots per stage */
 #define SKP_TB_LAG (SKP_TB_HS + 1)              /* steps stage s + 1 lags stage s */
+#if !SKP_TB_UNROLL
+#define SKP_TB_U 1                              /* steps per round of the walk */
+#elif SKP_TB_RING
+#define SKP_TB_U SKP_TB_P
+#else
+#define SKP_TB_U SKP_TB_HR
+#endif
 
 #if SKP_MODE == SKP_MODE_CONSTANT
 /* any cell of the matrix (the value is replaced by the constant) */
@@ -150,12 +161,23 @@ __kernel void skelpy_stencil_temporal(__global SKP_ST* restrict out,
 #endif
     SKP_TB_LOAD(nxt, base)
 
+    /* The walk, SKP_TB_U steps per round: unrolled by the rotation period, the shifts of the
+     * held rows become register renaming and the ring's slot numbers constants.  The steps
+     * of the last round past nsteps store nothing (rows past the chunk) and read in bounds. */
+#if SKP_TB_U > 1
+    for (int i0 = 0; i0 < nsteps; i0 += SKP_TB_U)
+#pragma unroll
+    for (int ku = 0; ku < SKP_TB_U; ++ku) {
+        const int i = i0 + ku;
+#else
     for (int i = 0; i < nsteps; ++i) {
+        const int ku = 0;
+#endif
 #pragma unroll
         for (int m = 0; m < SKP_TB_CC; ++m)
             cur[0][m] = nxt[m];
 #if SKP_TB_RING
-        const int slot = i % SKP_TB_P;
+        const int slot = SKP_TB_U == SKP_TB_P ? ku : i % SKP_TB_P;
 #define SKP_TB_MINE slot
 #else
         const int par = i & 1;

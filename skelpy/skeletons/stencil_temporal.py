@@ -12,7 +12,8 @@ step's values.
 border, constant) and holds the kernel source; :meth:`TemporalPlan.space` is the tuner space of
 a pass (``t`` steps per pass and the tile: ``tb_wc`` work-items per stream along columns,
 ``tb_cc`` columns per work-item, ``tb_rows`` rows per stream, ``tb_wr`` streams per
-work-group, ``tb_ring`` registers or a local-memory ring); :meth:`TemporalPlan.run` does all
+work-group; ``tb_ring`` registers or a local-memory ring, ``tb_unroll`` the row walk unrolled
+by the rotation period or not); :meth:`TemporalPlan.run` does all
 the iterations in passes, the last pass taking the remainder.
 """
 
@@ -41,7 +42,8 @@ WR_VALUES = (1, 2)
 ROWS_VALUES = (64, 128, 256, 512)
 CC_VALUES = (1, 2)
 RING_VALUES = (0, 1)
-NAMES = ("t", "tb_wc", "tb_wr", "tb_rows", "tb_cc", "tb_ring")
+UNROLL_VALUES = (0, 1)
+NAMES = ("t", "tb_wc", "tb_wr", "tb_rows", "tb_cc", "tb_ring", "tb_unroll")
 
 _MAX_REACH = 4                # rows/columns a muscle may reach for this path
 _MAX_REGS = 192               # most held values per work-item in the register variant
@@ -257,7 +259,8 @@ class TemporalPlan:
     # -- launch parameters -------------------------------------------------------------------
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_TB_T={int(point['t'])}", f"-DSKP_TB_CC={int(point['tb_cc'])}",
-                f"-DSKP_TB_RING={int(point['tb_ring'])}")
+                f"-DSKP_TB_RING={int(point['tb_ring'])}",
+                f"-DSKP_TB_UNROLL={int(point['tb_unroll'])}")
 
     def registers(self, point: Mapping) -> int:
         """Values a work-item holds across steps (the register variant's cost)."""
@@ -291,7 +294,7 @@ class TemporalPlan:
         t, wc, wr = int(point["t"]), int(point["tb_wc"]), int(point["tb_wr"])
         if t < 1 or min(wc, wr, int(point["tb_rows"]), int(point["tb_cc"])) < 1:
             return False
-        if point["tb_ring"] not in (0, 1):
+        if point["tb_ring"] not in (0, 1) or point["tb_unroll"] not in (0, 1):
             return False
         items = dev.max_work_item_sizes
         if items and (wc > items[0] or (len(items) > 1 and wr > items[1])):
@@ -311,7 +314,8 @@ class TemporalPlan:
         on the H200). CPUs: single steps (t = 1): on PoCL the streaming kernel, a loop with a
         barrier per row, measured 20-40x slower than the single-step kernel."""
         if dev.kind == "gpu":
-            return {"t": 4, "tb_wc": 128, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0}
+            return {"t": 4, "tb_wc": 128, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0,
+                    "tb_unroll": 1}
         return dict(_SINGLE)
 
     def space(self, rt: _rt.Runtime) -> ParamSpace:
@@ -331,6 +335,8 @@ class TemporalPlan:
             Param("tb_cc", CC_VALUES, doc="columns per work-item"),
             Param("tb_ring", RING_VALUES, numeric=False,
                   doc="1: intermediate rows in a local-memory ring, 0: in registers"),
+            Param("tb_unroll", UNROLL_VALUES, numeric=False,
+                  doc="1: the row walk unrolled by the rotation period"),
         ]
 
         def legal(p) -> bool:
@@ -383,7 +389,8 @@ class TemporalPlan:
         return cur, k, events
 
 
-_SINGLE = {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0}
+_SINGLE = {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0,
+           "tb_unroll": 0}
 
 
 def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | None,
