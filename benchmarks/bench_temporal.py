@@ -127,9 +127,12 @@ class Search:
         if time.perf_counter() > self.deadline:
             return None
         try:
-            secs, out, _ = time_call(self.st, self.m, self.iterations, p, self.reps)
+            secs, out, ran = time_call(self.st, self.m, self.iterations, p, self.reps)
         except sk.SkelpyError as exc:          # illegal here (local memory, work-group size)
             self.seen[k] = rec = {"params": dict(p), "error": str(exc).splitlines()[0][:160]}
+            return rec
+        if ran != p:     # the runtime refused the point and skelpy fell back to another
+            self.seen[k] = rec = {"params": dict(p), "error": f"refused; ran {ran}"}
             return rec
         rec = {"params": dict(p), "seconds": secs}
         if self.check_all:

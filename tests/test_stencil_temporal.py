@@ -244,6 +244,37 @@ def test_sequences_with_iterations_still_work(rng):
     assert_bitwise(got, m.to_numpy(), "sequence")
 
 
+@pytest.mark.parametrize("mode", ["constant", "reflect", "wrap"])
+def test_a_cycle_of_stages_in_one_pass(mode, rng, rt):
+    """The builder's multi-stage form (what fusing ``a >> b`` with iterations needs): stage s
+    of a pass applies muscle s mod K, each with its own extras."""
+    from skelpy.muscle import Muscle
+    from skelpy.skeletons.stencil_temporal import Extra, TemporalPlan
+
+    def scaled(nb, c):
+        return nb[0, 0] + c * (nb[0, -1] + nb[0, 1] - 2 * nb[0, 0])
+
+    a_st = sk.Stencil(lopsided, border=mode, cval=-1.0)
+    b_st = sk.Stencil(scaled, border=mode, cval=-1.0)
+    plan = TemporalPlan([Muscle(lopsided), Muscle(scaled)], np.float32,
+                        [Extra("scalar", np.dtype(np.float32))], (2, 0, 1, 1), mode,
+                        lambda dt: "((float)(-1.0f))")
+    a = rng.random((21, 26)).astype(np.float32)
+    m = sk.Matrix(a)
+    for _ in range(5):
+        m = b_st(a_st(m), np.float32(0.25))
+    want = m.to_numpy()
+    bufs = [sk.Matrix(np.empty_like(a)) for _ in range(2)]
+    point = {"t": 4, "tb_wc": 16, "tb_wr": 1, "tb_rows": 5, "tb_cc": 1, "tb_ring": 0,
+             "tb_unroll": 0}
+    assert not plan.legal(dict(point, t=3), rt.device)       # a pass ends on a whole cycle
+    _buf, k, events = plan.run(rt, point, sk.Matrix(a).device_buffer(rt), 21, 26, 10,
+                               [np.float32(0.25)], [b.device_buffer(rt) for b in bufs])
+    assert len(events) == 3                                   # 4 + 4 + the remaining 2
+    bufs[k].mark_device_written()
+    assert_bitwise(bufs[k].to_numpy(), want, mode)
+
+
 def test_input_is_untouched_and_errors_leave_it(rng):
     st = sk.Stencil(heat, border="wrap")
     a = rng.random((9, 9)).astype(np.float32)

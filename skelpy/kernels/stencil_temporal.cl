@@ -276,7 +276,7 @@ __kernel void skelpy_stencil_temporal(__global SKP_ST* restrict out,
 #endif
                 const int skp_gc = gcol[m];
                 const SKP_IDX_T skp_idx = (SKP_IDX_T)skp_gr * cols + skp_gc;
-                SKP_ST v = (SKP_ST)(SKP_TB_CALL);
+                SKP_ST v = (SKP_ST)(SKP_TB_CALL(s));
 #if SKP_MODE == SKP_MODE_CONSTANT
                 v = (rin && incol[m]) ? v : SKP_CVAL_IN;
 #endif

@@ -128,7 +128,7 @@ class TemporalPlan:
 
     kernel_name = "skelpy_stencil_temporal"
 
-    def __init__(self, muscle: Muscle, dtype, extras: Sequence[Extra],
+    def __init__(self, muscle: Muscle | Sequence[Muscle], dtype, extras: Sequence[Extra],
                  reach: tuple[int, int, int, int], border: str,
                  cval_literal: Callable[[np.dtype], str], *, big: bool = False, out_dtype=None,
                  polish: Callable[[str], str] | None = None):
@@ -138,31 +138,30 @@ class TemporalPlan:
         north, south, east, west = (int(v) for v in reach)
         if max(north, south, east, west) > _MAX_REACH:
             raise Unsupported(f"reach {reach} beyond {_MAX_REACH}")
+        muscles = [muscle] if isinstance(muscle, Muscle) else list(muscle)
         self.dtype = dtype
         self.extras = tuple(extras)
         self.border = border
         self.reach = (north, south, east, west)
-        kinds: list = [_nb_private(dtype)]
-        for e in self.extras:
-            if e.kind == "scalar":
-                kinds.append(Scalar(e.dtype, weak=e.weak))
-            elif e.kind == "matrix":
-                kinds.append(_matrix_at_cell(e.dtype))
-            else:
-                kinds.append(global_array(e.dtype, 1))
-        tm = muscle.specialise(kinds, out_dtype=out_dtype, c_name="skp_tb_muscle")
-        around = [k + 1 for k, e in enumerate(self.extras) if e.kind == "matrix"
-                  and _bounds(tm, k + 1) != ((0, 0), (0, 0))]
-        if around:
-            for p in around:
-                kinds[p] = _matrix_around(self.extras[p - 1].dtype)
-            tm = muscle.specialise(kinds, out_dtype=out_dtype, c_name="skp_tb_muscle")
-        if tm.out_dtype != dtype:
-            raise Unsupported(f"the muscle turns {dtype} into {tm.out_dtype}")
-        clamp = any(_bounds(tm, p) is None
-                    for p in [0] + [k + 1 for k, e in enumerate(self.extras) if e.kind == "matrix"])
-        self.typed = tm
-        self.uses_fp64 = bool(tm.uses_fp64 or dtype == np.float64 or any(
+        # Several muscles: a cycle of stages (a StencilSequence), stage s of a pass applying
+        # muscle s mod K; each takes the first extras its parameters ask for.
+        self.n_stages = len(muscles)
+        typed, around, takes = [], set(), []
+        for k, mu in enumerate(muscles):
+            tm, ar = self._specialise(mu, dtype, out_dtype, f"skp_tb_muscle{k}")
+            typed.append(tm)
+            around |= ar
+            takes.append(max(mu.n_params - 1, 0))
+        self.typed = typed[0] if len(typed) == 1 else tuple(typed)
+        matrices = [k + 1 for k, e in enumerate(self.extras) if e.kind == "matrix"]
+        clamp = any(_bounds(tm, p) is None for tm, n in zip(typed, takes)
+                    for p in [0] + [q for q in matrices if q <= n])
+        self.scalar_dtypes: dict[int, np.dtype] = {}
+        for tm in typed:
+            for p, dt in tm.scalar_dtypes.items():
+                if self.scalar_dtypes.setdefault(p, dt) != dt:
+                    raise Unsupported(f"the stages read extra {p} as different dtypes")
+        self.uses_fp64 = bool(any(tm.uses_fp64 for tm in typed) or dtype == np.float64 or any(
             e.dtype == np.float64 for e in self.extras if e.kind != "scalar"))
 
         redirect = border in ("nearest", "reflect", "mirror")
@@ -174,30 +173,35 @@ class TemporalPlan:
         self.hold = (hn, hs)
         self.overlap = (gw, ge)
         mr, wc = north + south + 1, west + east + 1
-        used = self._used(tm, clamp, north, west, mr, wc)
+        used = sorted({u for tm in typed for u in self._used(tm, clamp, north, west, mr, wc)})
         self.used = used
         ucols = sorted({j for _, j in used})
         self.n_ucols = len(ucols)
 
-        decls, call = [], [f"skp_win + {north * wc + west}", str(wc)]
+        decls, args = [], []
         cvals = {storage_c_type(dtype): dtype}
         for k, e in enumerate(self.extras):
             name = f"e{k}"
             if e.kind == "scalar":
-                dt = tm.scalar_dtypes.get(k + 1, e.dtype)
+                dt = self.scalar_dtypes.get(k + 1, e.dtype)
                 decls.append(f"const {storage_c_type(dt)} {name}")
-                call.append(f"(({c_type(dt)}){name})")
+                args.append(f"(({c_type(dt)}){name})")
             elif e.kind == "matrix":
                 decls.append(f"__global const {storage_c_type(e.dtype)}* restrict {name}")
                 if k + 1 in around:
-                    call.append(f"{name}, skp_gr, skp_gc, rows, cols")
+                    args.append(f"{name}, skp_gr, skp_gc, rows, cols")
                     cvals[storage_c_type(e.dtype)] = e.dtype
                 else:
-                    call.append(f"{name} + skp_idx, cols")
+                    args.append(f"{name} + skp_idx, cols")
             else:
                 decls.append(f"__global const {storage_c_type(e.dtype)}* restrict {name}")
                 decls.append(f"const long {name}_n")
-                call.append(f"{name}, {name}_n")
+                args.append(f"{name}, {name}_n")
+        win = f"skp_win + {north * wc + west}, {wc}"
+        calls = [f"{tm.c_name}(" + ", ".join([win, *args[:n]]) + ")"
+                 for tm, n in zip(typed, takes)]
+        call = "".join(f"(s) % {len(calls)} == {k} ? {c} : " for k, c in enumerate(calls[1:], 1))
+        call += calls[0]
         if clamp:
             dr = f"clamp((int)(i), -{north}, {south})"
             dc = f"clamp((int)(i), -{west}, {east})"
@@ -228,18 +232,19 @@ class TemporalPlan:
             f"#define SKP_TB_USE(i, j) ((({use}) >> (j)) & 1UL)",
             f"#define SKP_TB_UCOL(j) ((0x{ubits:x}UL >> (j)) & 1UL)",
             "#define SKP_TB_EXTRA_DECL " + "".join(", " + x for x in decls),
-            "#define SKP_TB_CALL skp_tb_muscle(" + ", ".join(call) + ")",
+            f"#define SKP_TB_CALL(s) ({call})",
         ]
         for st, dt in cvals.items():
             header.append(f"#define SKP_CVAL_{st} {cval_literal(dt)}")
         header.append(f"#define SKP_CVAL_IN SKP_CVAL_{storage_c_type(dtype)}")
         pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if self.uses_fp64 else ""
-        muscle_src = tm.source if polish is None else polish(tm.source)
+        muscle_src = "\n".join(tm.source if polish is None else polish(tm.source)
+                               for tm in typed)
         self.source = (pragma + "\n".join(header) + "\n" + _rt.read_kernel("stencil_common.cl")
                        + "\n" + muscle_src + "\n" + _rt.read_kernel("stencil_temporal.cl"))
         self.kernel_key = hashlib.sha1(self.source.encode()).hexdigest()[:16]
         self.itemsize = storage_dtype(dtype).itemsize
-        self.features = {k: float(v) for k, v in getattr(tm, "features", {}).items()}
+        self.features = {k: float(v) for k, v in getattr(typed[0], "features", {}).items()}
         self.features.update({
             "north": float(north), "south": float(south), "east": float(east),
             "west": float(west), "border": float(_MODES[border]),
@@ -247,6 +252,31 @@ class TemporalPlan:
             "out_dtype_size": float(self.itemsize), "temporal": 1.0})
         self._kernels: dict = {}
         self._spaces: dict = {}
+
+    def _specialise(self, muscle: Muscle, dtype, out_dtype, c_name: str):
+        """The muscle for the private window; extra matrices it reads off the cell are read
+        with the border rule. Returns (typed muscle, parameters read around the cell)."""
+        n = max(muscle.n_params - 1, 0)
+        if n > len(self.extras):
+            raise Unsupported(f"the muscle takes {n} extras, {len(self.extras)} given")
+        kinds: list = [_nb_private(dtype)]
+        for e in self.extras[:n]:
+            if e.kind == "scalar":
+                kinds.append(Scalar(e.dtype, weak=e.weak))
+            elif e.kind == "matrix":
+                kinds.append(_matrix_at_cell(e.dtype))
+            else:
+                kinds.append(global_array(e.dtype, 1))
+        tm = muscle.specialise(kinds, out_dtype=out_dtype, c_name=c_name)
+        around = {k + 1 for k, e in enumerate(self.extras[:n]) if e.kind == "matrix"
+                  and _bounds(tm, k + 1) != ((0, 0), (0, 0))}
+        if around:
+            for p in around:
+                kinds[p] = _matrix_around(self.extras[p - 1].dtype)
+            tm = muscle.specialise(kinds, out_dtype=out_dtype, c_name=c_name)
+        if tm.out_dtype != dtype:
+            raise Unsupported(f"the muscle turns {dtype} into {tm.out_dtype}")
+        return tm, around
 
     @staticmethod
     def _used(tm, clamp: bool, north: int, west: int, mr: int, wc: int) -> list:
@@ -295,6 +325,8 @@ class TemporalPlan:
         if t < 1 or min(wc, wr, int(point["tb_rows"]), int(point["tb_cc"])) < 1:
             return False
         if point["tb_ring"] not in (0, 1) or point["tb_unroll"] not in (0, 1):
+            return False
+        if t % self.n_stages:             # a pass starts and ends with a whole cycle of stages
             return False
         items = dev.max_work_item_sizes
         if items and (wc > items[0] or (len(items) > 1 and wr > items[1])):
@@ -375,8 +407,12 @@ class TemporalPlan:
             iterations: int, extra_args: Sequence, buffers: Sequence) -> tuple:
         """All ``iterations`` in passes of ``point['t']`` steps, the last pass taking the
         remainder, ping-ponging between the two ``buffers`` (``src`` is never written).
-        Returns (the buffer holding the result, its index in ``buffers``, events)."""
+        Returns (the buffer holding the result, its index in ``buffers``, events). With K
+        stages, ``iterations`` counts stage applications and is a multiple of K."""
         t = int(point["t"])
+        if iterations % self.n_stages or t % self.n_stages:
+            raise ValueError(f"{self.n_stages} stages: iterations={iterations} and t={t} must be "
+                             "multiples of it")
         events = []
         cur, k = src, -1
         left = iterations
