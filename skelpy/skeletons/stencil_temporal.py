@@ -31,7 +31,7 @@ from .. import tuner
 from ..containers import Matrix, empty_like_shape
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import ParameterError
-from ..muscle import Accessor, Muscle, Scalar, global_array
+from ..muscle import Accessor, Muscle, Scalar, TypedMuscle, global_array
 from ..tuner.space import Param, ParamSpace
 
 __all__ = ["Extra", "Geometry", "TemporalPlan", "Unsupported", "T_VALUES", "NAMES", "iterate"]
@@ -122,16 +122,16 @@ class TemporalPlan:
     ``reach`` is (north, south, east, west), the stencil's shape; reads at offsets that are
     not constants are clamped into it, as the single-step kernel does.
     ``cval_literal(dtype)`` writes the border constant as a C constant of that dtype.
-    ``polish`` may rewrite the muscle source (e.g. unroll hints). Raises :class:`Unsupported`
-    when the path does not apply: the muscle changes the dtype, reaches too far, or the
-    border mode is unknown."""
+    ``polish(typed muscle)`` may give its source rewritten (e.g. with unroll hints).
+    Raises :class:`Unsupported` when the path does not apply: the muscle changes the dtype,
+    reaches too far, or the border mode is unknown."""
 
     kernel_name = "skelpy_stencil_temporal"
 
     def __init__(self, muscle: Muscle | Sequence[Muscle], dtype, extras: Sequence[Extra],
                  reach: tuple[int, int, int, int], border: str,
                  cval_literal: Callable[[np.dtype], str], *, big: bool = False, out_dtype=None,
-                 polish: Callable[[str], str] | None = None):
+                 polish: Callable[[TypedMuscle], str] | None = None):
         if border not in _MODES:
             raise Unsupported(f"border mode {border!r}")
         dtype = check_dtype(dtype)
@@ -238,8 +238,7 @@ class TemporalPlan:
             header.append(f"#define SKP_CVAL_{st} {cval_literal(dt)}")
         header.append(f"#define SKP_CVAL_IN SKP_CVAL_{storage_c_type(dtype)}")
         pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if self.uses_fp64 else ""
-        muscle_src = "\n".join(tm.source if polish is None else polish(tm.source)
-                               for tm in typed)
+        muscle_src = "\n".join(tm.source if polish is None else polish(tm) for tm in typed)
         self.source = (pragma + "\n".join(header) + "\n" + _rt.read_kernel("stencil_common.cl")
                        + "\n" + muscle_src + "\n" + _rt.read_kernel("stencil_temporal.cl"))
         self.kernel_key = hashlib.sha1(self.source.encode()).hexdigest()[:16]
