@@ -55,9 +55,10 @@ def hook():
 def test_refusal_in_the_middle_of_iterations_falls_back(hook, nth):
     a = np.random.default_rng(nth).random((37, 53)).astype(np.float32)
     st = sk.Stencil(heat, border="nearest")
+    single = {"local": 0}          # a single-step parameter: one launch per iteration
     h = RefuseOnLaunch(nth)
     hook(h)
-    out = st(a, iterations=6).to_numpy()
+    out = st(a, iterations=6, params=single).to_numpy()
     hook(None)
     np.testing.assert_allclose(out, _reference(a, 6), rtol=1e-4, atol=1e-5)
     assert h.point is not None
@@ -65,9 +66,21 @@ def test_refusal_in_the_middle_of_iterations_falls_back(hook, nth):
     assert launch.iterations == 6
     assert h.point in [dict(r) for r in launch.refused]
     # recorded: the next call's decision avoids the refused point from the start
-    st(a, iterations=3)
+    st(a, iterations=3, params=single)
     assert dict(st.last_launch.params) != h.point
     assert not st.last_launch.refused
+
+
+def test_refusal_in_iterations_without_forced_parameters_falls_back(hook):
+    # whichever path the tuner takes (single steps, or passes of several steps)
+    a = np.random.default_rng(11).random((37, 53)).astype(np.float32)
+    st = sk.Stencil(heat, border="nearest")
+    h = RefuseOnLaunch(2)
+    hook(h)
+    out = st(a, iterations=6).to_numpy()
+    hook(None)
+    np.testing.assert_allclose(out, _reference(a, 6), rtol=1e-4, atol=1e-5)
+    assert h.point is not None and h.point in [dict(r) for r in st.last_launch.refused]
 
 
 def test_refusal_of_a_forced_point_mid_iterations_falls_back(hook):
