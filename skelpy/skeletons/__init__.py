@@ -10,8 +10,9 @@
 - ``limits``: the rules that make a launch point legal, skelpy's documented maxima, output
   size checks.
 - ``elementwise`` (Map, Zip), ``reduce`` (Reduce, MapReduce), ``scan`` (Scan), ``allpairs``
-  (AllPairs), ``stencil`` (Stencil, StencilSequence) with ``stencil_shape``,
-  ``stencil_plan`` and ``stencil_launch``.
+  (AllPairs), ``stencil`` (Stencil, StencilSequence) with ``stencil_shape`` (reach, borders),
+  ``stencil_plan`` (its plan and launch space), ``stencil_launch`` (launching, iterations,
+  repeats) and ``stencil_temporal`` (iterations in passes of several steps).
 """
 
 from .allpairs import AllPairs
