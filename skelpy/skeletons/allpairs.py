@@ -13,7 +13,8 @@ For A (n, d) and B (m, d), ``AllPairs(...)(A, B)`` is the Matrix C (n, m) with
   (``a[k]``, ``a.size``, ``len(a)``) and loops over them itself (``cdist``-like work).
 
 Extra arguments after A and B go to ``g`` (or ``f``) after the two elements (rows). The output
-dtype follows the muscles (``g``'s result type; ``f``'s for the generic form) or ``out_dtype``;
+dtype follows the muscles (``g``'s result type; ``f``'s for the generic form) or ``out_dtype``,
+as ``A @ B`` does (``np.matmul`` keeps int32 and bool; unlike ``np.sum`` it does not widen);
 the fold runs in that dtype, and the compiler may fuse ``h(acc, g(a, b))`` into one fma when
 that is ``acc + a * b`` (as BLAS does), so float results differ from NumPy's in rounding only.
 

@@ -1,8 +1,10 @@
 """Reduce and MapReduce: fold an associative muscle over all elements (or along one axis).
 
-``Reduce(f, identity)(x)`` returns ``x0 ⊕ x1 ⊕ ... ⊕ x(n-1)`` as a NumPy scalar of ``x.dtype``
-(or ``out_dtype``): the reduction is computed in that dtype, so integers wrap exactly as
-``np.add.reduce(x, dtype=x.dtype)`` does, and an empty input gives ``identity``.
+``Reduce(f, identity)(x)`` returns ``x0 ⊕ x1 ⊕ ... ⊕ x(n-1)`` as a NumPy scalar of the
+accumulator dtype, chosen as NumPy does (``accumulator.py``): a sum or product of bool or narrow
+integers accumulates in int64/uint64 as ``np.sum`` does, any other muscle in the type of
+``f(acc, x)`` at its fixed point, and ``dtype=`` chooses it outright (then integers wrap exactly
+as ``np.add.reduce(x, dtype=dtype)`` does). An empty input (or axis) gives ``identity``.
 
 **Fusion decision.** Map results in skelpy are real device containers, computed when Map is
 called, so ``Reduce(Map(...)(x))`` cannot be fused after the fact without turning every Map into
@@ -56,6 +58,7 @@ from ..errors import DTypeError, ShapeError
 from ..muscle import Muscle
 from ..muscle.params import IndexPoint, Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
+from .accumulator import dtype_argument, fold_dtype
 from .base import (
     ArrayArg,
     Plan,
@@ -316,9 +319,9 @@ class _Reduction(Skeleton):
         outer, inner = (rows, cols) if axis == 1 else (cols, rows)
         so, sk_ = (cols, 1) if axis == 1 else (1, cols)
         acc = plan.out_dtype
-        if outer == 0:
+        if outer == 0 or inner == 0:    # nothing to fold: every output is the identity
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
-            return empty_like_shape((0,), acc, rt)
+            return Vector(np.full(outer, ident, storage_dtype(acc)).view(acc))
         launched = {}
 
         def run(point):
@@ -344,7 +347,7 @@ class _Reduction(Skeleton):
         if map_muscle is None:
             (d,) = in_desc
             in_dt = d[1]
-            acc = self.out_dtype or in_dt
+            acc = fold_dtype(self.muscle, self._reduce_fn, in_dt, self.out_dtype, self.origin)
             decls = [f"__global const {storage_c_type(in_dt)}* restrict in0"]
             load = f"(({c_type(acc)})(({c_type(in_dt)})in0[(i)]))"
             map_tm = None
@@ -361,7 +364,8 @@ class _Reduction(Skeleton):
                     f"supplies {len(kinds)} ({n_muscle_inputs} from the input container(s) "
                     f"and {n_extra} extra argument(s))")
             map_tm = map_muscle.specialise(kinds, c_name="skp_map")
-            acc = self.out_dtype or map_tm.out_dtype
+            acc = fold_dtype(self.muscle, self._reduce_fn, map_tm.out_dtype, self.out_dtype,
+                             self.origin)
             decl_ex, call_ex = extra_kernel_params(extras_desc, map_tm, n_muscle_inputs)
             decls = decls + decl_ex
             load = f"(({c_type(acc)})skp_map({', '.join(call + call_ex)}))"
@@ -516,7 +520,9 @@ def _axis_space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
 
 class Reduce(_Reduction):
     """``Reduce(f, identity)(x)``: fold the associative muscle ``f`` over all elements of a
-    Vector, Matrix or ndarray and return a NumPy scalar of ``x.dtype`` (or ``out_dtype``).
+    Vector, Matrix or ndarray and return a NumPy scalar of the accumulator dtype: NumPy's
+    (``np.sum``'s for a sum or product, the type of ``f(acc, x)`` otherwise), or ``dtype``
+    (``out_dtype`` is an older name for it).
 
     ``identity`` is ``f``'s neutral element (0 for +, 1 for *, -inf or the dtype's minimum for
     max); it is the result for an empty input. ``axis=1`` (``axis=0``) on a Matrix folds each
@@ -527,9 +533,9 @@ class Reduce(_Reduction):
 
     kind = "reduce"
 
-    def __init__(self, f, identity, *, out_dtype=None, axis: int | None = None,
-                 commutative: bool | None = None):
-        super().__init__(f, out_dtype=out_dtype)
+    def __init__(self, f, identity, *, dtype=None, axis: int | None = None,
+                 commutative: bool | None = None, out_dtype=None):
+        super().__init__(f, out_dtype=dtype_argument(dtype, out_dtype, "Reduce"))
         self._reduce_fn = f
         self._setup(identity, axis, commutative)
 
@@ -546,18 +552,19 @@ class MapReduce(_Reduction):
     are containers (Vector, Matrix, ndarray, or an index space) of the first argument's shape,
     at most ``map_f``'s arity; the rest are extras, passed to ``map_f`` after the elements
     (numbers, or containers read by index). Give ``inputs=k`` to say how many there are when a
-    same-shaped container is meant as an extra. The result is a NumPy scalar of the map's
-    output dtype (or ``out_dtype``), or a Vector with ``axis``.
+    same-shaped container is meant as an extra. The result is a NumPy scalar (a Vector with
+    ``axis``) of the accumulator dtype: chosen from the map's output dtype as in Reduce, or
+    ``dtype``.
 
     A dot product: ``MapReduce(lambda a, b: a * b, lambda a, b: a + b, 0)(x, y)``.
     """
 
     kind = "mapreduce"
 
-    def __init__(self, map_f, reduce_f, identity, *, out_dtype=None, axis: int | None = None,
-                 commutative: bool | None = None, inputs: int | None = None):
+    def __init__(self, map_f, reduce_f, identity, *, dtype=None, axis: int | None = None,
+                 commutative: bool | None = None, inputs: int | None = None, out_dtype=None):
         self.map_muscle = map_f if isinstance(map_f, Muscle) else Muscle(map_f)
-        super().__init__(reduce_f, out_dtype=out_dtype)
+        super().__init__(reduce_f, out_dtype=dtype_argument(dtype, out_dtype, "MapReduce"))
         self._reduce_fn = reduce_f
         if inputs is not None and (not isinstance(inputs, int) or inputs < 1):
             raise self._error(ShapeError, f"inputs must be a positive int, got {inputs!r}")

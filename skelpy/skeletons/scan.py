@@ -33,9 +33,10 @@ import pyopencl as cl
 
 from .. import runtime as _rt
 from ..containers import Matrix, Vector, empty_like_shape
-from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
+from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..muscle.params import Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
+from .accumulator import dtype_argument, fold_dtype
 from .base import Plan, Skeleton, feature_dict, fp64_check, source_key
 from .reduce import (
     ITEMS_VALUES,
@@ -56,14 +57,17 @@ class Scan(Skeleton):
     """``Scan(f, identity, inclusive=False)(x)``: prefix folds of the associative muscle ``f``.
 
     Exclusive by default (``out[0] = identity``, ``out[i] = x0 ⊕ ... ⊕ x(i-1)``), inclusive
-    with ``inclusive=True``. Returns a container of ``x``'s shape and dtype (or ``out_dtype``)
-    that stays on the device; a Matrix is scanned in row-major order over all elements.
+    with ``inclusive=True``. Returns a container of ``x``'s shape that stays on the device; a
+    Matrix is scanned in row-major order over all elements. Its dtype is the accumulator's,
+    chosen as NumPy does (``np.cumsum``'s for a sum or product: bool and narrow integers
+    accumulate in int64/uint64; the type of ``f(acc, x)`` for other muscles) or ``dtype``.
     """
 
     kind = "scan"
 
-    def __init__(self, f, identity, *, inclusive: bool = False, out_dtype=None):
-        super().__init__(f, out_dtype=out_dtype)
+    def __init__(self, f, identity, *, inclusive: bool = False, dtype=None, out_dtype=None):
+        super().__init__(f, out_dtype=dtype_argument(dtype, out_dtype, "Scan"))
+        self._fn = f
         self.identity = check_identity(identity, self.origin)
         self.inclusive = bool(inclusive)
 
@@ -141,7 +145,7 @@ class Scan(Skeleton):
         return outcome.result
 
     def _make_plan(self, in_dt: np.dtype) -> Plan:
-        acc = check_dtype(self.out_dtype or in_dt, self.origin)
+        acc = fold_dtype(self.muscle, self._fn, in_dt, self.out_dtype, self.origin)
         tm = self.muscle.specialise((Scalar(acc), Scalar(acc)), c_name="skp_scan_op")
         uses_fp64 = tm.uses_fp64 or acc == np.float64 or in_dt == np.float64
         header = [
