@@ -283,11 +283,12 @@ class _Reduction(Skeleton):
         def run(point):
             wg, items = int(point["wg"]), int(point["items"])
             cap, stages = max(1, int(point["groups"])), int(point["stages"])
-            if acc.kind == "f":
-                # Bound each work-item's serial run: a float32 sum of millions of terms in one
-                # register is inaccurate whatever the tree does afterwards.
-                cap = max(cap, -(-n // (wg * SERIAL_LIMIT)))
             chunk = wg * items
+            if acc.kind == "f":
+                # Shares are whole leaves, and at most PAIRWISE_LEAVES of them per work-item,
+                # so that every work-item's fold is a pairwise tree (reduce.cl).
+                chunk *= max(1, PAIRWISE_LEAF // items)
+                cap = max(cap, -(-n // (chunk * PAIRWISE_LEAVES)))
             chunks = -(-n // chunk)
             per = -(-chunks // min(chunks, cap)) * chunk
             groups = -(-n // per)
@@ -385,6 +386,7 @@ class _Reduction(Skeleton):
             "#define SKP_PARAMS_DECL " + "".join(", " + x for x in decls),
             f"#define SKP_LOAD(i) {load}",
             f"#define SKP_ORDERED {int(ordered)}",
+            f"#define SKP_PAIRWISE {int(acc.kind == 'f')}",
         ]
         pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if uses_fp64 else ""
         source = (pragma + (map_tm.source + "\n" if map_tm else "") + red_tm.source + "\n"
@@ -421,7 +423,8 @@ def device_options(rt: _rt.Runtime) -> tuple[str, ...]:
     return opts
 
 
-SERIAL_LIMIT = 1 << 14        # most elements one work-item folds serially in a float reduction
+PAIRWISE_LEAVES = 1 << 15     # leaves one work-item folds pairwise (2^(SKP_LEVELS-1), reduce.cl)
+PAIRWISE_LEAF = 16            # elements of a leaf, folded serially (SKP_LEAF, reduce.cl)
 
 
 def one_launch_ok(rt: _rt.Runtime) -> bool:
