@@ -1,8 +1,9 @@
 """Reduce, MapReduce, Scan and AllPairs kernels under the oclgrind simulator: no invalid memory
-access and no data race (the pairwise counters, the order-preserving tiles,
-the scan's row trees and multi-level carries, the blocked and compensated AllPairs fold) at awkward sizes and launch points, results checked against NumPy.
-oclgrind is offered neither the one-launch reduction nor the look-back scan (they need a
-device-wide fence: skeletons/reduce.py one_launch_ok), so those run on PoCL and GPUs only."""
+access and no data race (the pairwise counters, the order-preserving tiles, the scan's row
+trees and multi-level carries, the blocked and compensated AllPairs fold) at awkward sizes and
+launch points, results checked against NumPy. oclgrind is offered neither the one-launch
+reduction nor the look-back scan (they need a device-wide fence: skeletons/reduce.py
+one_launch_ok), so those run on PoCL and GPUs only."""
 
 from __future__ import annotations
 
