@@ -3,7 +3,8 @@
  * The data is cut into tiles of SKP_WG * SKP_ITEMS consecutive elements, one work-group per
  * tile. Within a tile (Harris et al., GPU Gems 3 ch. 39, with thread coarsening):
  *   1. the group loads the tile into local memory with coalesced reads;
- *   2. each work-item folds its own row of SKP_ITEMS consecutive elements sequentially;
+ *   2. each work-item folds its own row of SKP_ITEMS consecutive elements (sequentially, or
+ *      for floats as a tree that leaves the row's own prefixes in registers);
  *   3. the work-group scans the SKP_WG row totals with the work-efficient Blelloch up-sweep /
  *      down-sweep in local memory, padded so that the strided accesses avoid bank conflicts;
  *   4. each work-item rescans its row from its exclusive prefix (plus the tile's carry-in),
@@ -23,8 +24,9 @@
  * the input's). Everything else is a kernel argument, so that one program serves both methods
  * and both kinds of scan: `inclusive` (0: exclusive, SkelCL's default; 1: inclusive).
  * The generated header (skeletons/scan.py) supplies SKP_ACC / SKP_ACC_ST (compute and storage
- * types), SKP_IN_ST (input storage type), SKP_LOAD_IN(p, i) (input element i as SKP_ACC) and
- * SKP_COMBINE(a, b) (the muscle).
+ * types), SKP_IN_ST (input storage type), SKP_LOAD_IN(p, i) (input element i as SKP_ACC),
+ * SKP_COMBINE(a, b) (the muscle), SKP_FLOAT_ACC (1 for float accumulators: row trees) and
+ * SKP_COMPENSATED (1 for float sums: compensated look-back carries).
  */
 
 /* SKP_UNROLL (set by the host for GPUs) unrolls the coarsening loops: many loads in flight

@@ -18,6 +18,12 @@ as ``A @ B`` does (``np.matmul`` keeps int32 and bool; unlike ``np.sum`` it does
 the fold runs in that dtype, and the compiler may fuse ``h(acc, g(a, b))`` into one fma when
 that is ``acc + a * b`` (as BLAS does), so float results differ from NumPy's in rounding only.
 
+**Accuracy** (float zip/reduce folds): the fold along k runs in chunks of about sqrt(d)
+elements; when ``h`` computes ``a + b`` each chunk is added to the total with TwoSum and the
+rounding is carried into the next chunk, so ``C[i, j]`` is as accurate as NumPy's pairwise sum
+of the products for any d (``tests/test_fold_accuracy.py``); other float folds are blocked only
+(~sqrt(d) roundings instead of d). This costs a second register per output.
+
 Launch parameters: ``tm`` x ``tn`` (the block of C a work-group computes), ``rm`` x ``rn``
 (outputs per work-item, so the work-group is (tn/rn) x (tm/rm) work-items), ``tk`` (depth of
 the staged slices; zip/reduce form) and ``local_rows`` (generic form: stage whole rows in local

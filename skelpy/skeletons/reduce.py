@@ -13,15 +13,19 @@ SkePU, the fused form is explicit: ``MapReduce(map_f, reduce_f, identity)(x, y, 
 applies ``map_f`` to the elements and folds the results in ONE kernel launch, never storing the
 mapped values; a dot product is ``MapReduce(lambda a, b: a * b, lambda a, b: a + b, 0)(x, y)``.
 
-**Kernel** (``kernels/reduce.cl``): every work-item folds several elements sequentially (thread
-coarsening: ``items`` per step), the work-group folds in local memory, and the last work-group
-to finish (an atomic ticket) folds the group results — all in one launch (``stages=1``), or with
-a second launch (``stages=2``). One launch needs a fence that orders global stores for other
+**Kernel** (``kernels/reduce.cl``): every work-item folds several elements (thread coarsening:
+``items`` per step), the work-group folds in local memory, and the last work-group to finish
+(an atomic ticket) folds the group results — all in one launch (``stages=1``), or with a
+second launch (``stages=2``). One launch needs a fence that orders global stores for other
 work-groups, which OpenCL 1.2 does not promise: it is offered on NVIDIA (PTX ``membar.gl``) and
-on CPUs, elsewhere only ``stages=2``. Float sums are a tree of short sequential runs, so their
-error grows far slower than a serial loop's. Launch parameters: ``wg`` (work-group size),
-``items``, ``groups`` (an upper bound on the number of work-groups) and ``stages``. On an H200 a
-float32 sum of 2^26 elements runs at ~95% of the device's copy bandwidth.
+on CPUs, elsewhere only ``stages=2``. **Accuracy**: float folds are pairwise at every launch
+point — a work-item folds 16-element leaves and combines them like a binary counter in
+registers (``PAIRWISE_LEAVES`` leaves at most; the host sizes shares to whole leaves), and the
+group and partial folds are trees — so a float sum is within a few ulps of NumPy's pairwise sum
+whatever the tuner picks (``tests/test_fold_accuracy.py``). Launch parameters: ``wg``
+(work-group size), ``items``, ``groups`` (an upper bound on the number of work-groups) and
+``stages``. On an H200 a float32 sum of 2^26 elements ran at ~95% of the device's copy
+bandwidth before the pairwise leaves (not yet measured there since).
 
 **Order.** Only associativity is assumed by default. When the muscle is known to be commutative
 (``commutative=True``, or detected for a Python muscle by comparing ``f(a, b)`` with ``f(b, a)``
