@@ -178,23 +178,30 @@ def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
 
 
 class Progress:
-    """One stderr line: elapsed / budget, the part running, and its latest output line.
+    """The suite's progress through tqdm: one bar over the time budget (in seconds), with
+    the part running and its latest output line after it; lines that stay (a part finished
+    or was skipped) are written above the bar.
 
-    On a terminal the line is redrawn in place every second; elsewhere (CI logs, make piped
-    to a file) one line is printed per part and per skip, so logs stay readable."""
+    On a terminal the bar is redrawn every second; elsewhere (CI logs, make piped to a file)
+    tqdm stays silent and one line is printed per part and per skip, so logs stay readable."""
 
     def __init__(self, budget_s: float, total: int, *, stream=None, quiet: bool = False):
+        from tqdm.auto import tqdm
+
         self.start = time.perf_counter()
         self.budget = budget_s
         self.total = total
         self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) and not quiet
         self.quiet = quiet
         self.index = 0
         self.part = ""
-        self.note_text = ""
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.bar = tqdm(total=max(int(round(budget_s)), 1), unit="s", desc="bench",
+                        file=self.stream, disable=True if quiet else None, mininterval=1.0,
+                        bar_format="{desc} {bar:20} {elapsed}/" + _mmss(budget_s)
+                        + " {postfix}", dynamic_ncols=True)
+        self.tty = not self.bar.disable
         self._thread = None
         if self.tty:
             self._thread = threading.Thread(target=self._tick, daemon=True)
@@ -204,53 +211,50 @@ class Progress:
         return time.perf_counter() - self.start
 
     def line(self) -> str:
-        frac = min(self.elapsed() / self.budget, 1.0) if self.budget > 0 else 1.0
-        bar = "#" * int(frac * 20) + "." * (20 - int(frac * 20))
-        return (f"[{bar}] {_mmss(self.elapsed())}/{_mmss(self.budget)} "
-                f"part {self.index}/{self.total} {self.part}: {self.note_text}")
-
-    def _draw(self) -> None:
-        width = shutil.get_terminal_size((100, 20)).columns - 1
-        self.stream.write("\r" + self.line()[:width].ljust(width))
-        self.stream.flush()
+        return f"[{_mmss(self.elapsed())}/{_mmss(self.budget)}] part {self.index}/{self.total} " \
+               f"{self.part}"
 
     def _tick(self) -> None:
         while not self._stop.wait(1.0):
             with self._lock:
-                self._draw()
+                self.bar.n = min(int(self.elapsed()), self.bar.total)
+                self.bar.refresh()
 
     def begin(self, part: str, scale: str, limit_s: float) -> None:
         with self._lock:
             self.index += 1
             self.part = part
-            self.note_text = f"starting ({scale}, up to {limit_s:.0f} s)"
+            text = f"starting ({scale}, up to {limit_s:.0f} s)"
             if self.tty:
-                self._draw()
+                self.bar.set_postfix_str(f"part {self.index}/{self.total} {part}: {text}")
             elif not self.quiet:
-                self.stream.write(self.line() + "\n")
+                self.stream.write(f"{self.line()}: {text}\n")
                 self.stream.flush()
 
     def note(self, text: str) -> None:
         text = text.strip()
-        if text:
+        if text and self.tty:
             with self._lock:
-                self.note_text = text[:120]
+                self.bar.set_postfix_str(f"part {self.index}/{self.total} {self.part}: "
+                                         f"{text[:120]}", refresh=False)
 
     def message(self, text: str) -> None:
         """A line that stays (a part finished or was skipped)."""
         if self.quiet:
             return
         with self._lock:
+            line = f"[{_mmss(self.elapsed())}] {text}"
             if self.tty:
-                self.stream.write("\r" + " " * (shutil.get_terminal_size((100, 20)).columns - 1)
-                                  + "\r")
-            self.stream.write(f"[{_mmss(self.elapsed())}] {text}\n")
-            self.stream.flush()
+                self.bar.write(line, file=self.stream)
+            else:
+                self.stream.write(line + "\n")
+                self.stream.flush()
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
+        self.bar.close()
 
 
 def _mmss(s: float) -> str:
@@ -601,11 +605,11 @@ def part_tuning(argv=None) -> dict:
 
     t_end = time.perf_counter() + args.seconds
     small = args.scale in ("tiny", "quick")
-    tuner.SWEEP_BUDGET = Budget(warmup=1, min_reps=2, max_reps=4 if small else 8,
-                                rel_ci=0.05, max_seconds=0.1 if small else 0.3)
+    tuner.settings.sweep_budget = Budget(warmup=1, min_reps=2, max_reps=4 if small else 8,
+                                         rel_ci=0.05, max_seconds=0.1 if small else 0.3)
     max_points = args.max_points or {"tiny": 4, "quick": 24, "medium": 48, "full": 96}[args.scale]
     if args.scale == "tiny":
-        tuner.ONLINE_CANDIDATES = 3       # enough to exercise the path in tests
+        tuner.settings.online_candidates = 3       # enough to exercise the path in tests
     cases = _tuning_cases(args)
     out: list[dict] = []
     skipped: list[str] = []
@@ -627,8 +631,8 @@ def part_tuning(argv=None) -> dict:
               f"{r['tuned_seconds'] * 1e3:.3f} ms ({r['tuned_mode']}), "
               f"x{r['speedup']:.2f}") + f" [{time.perf_counter() - t0:.1f} s]", flush=True)
     return {"cases": out, "skipped": skipped, "max_points": max_points,
-            "online_candidates": tuner.ONLINE_CANDIDATES,
-            "sweep_budget": dataclasses.asdict(tuner.SWEEP_BUDGET)}
+            "online_candidates": tuner.settings.online_candidates,
+            "sweep_budget": dataclasses.asdict(tuner.settings.sweep_budget)}
 
 
 def _paired(skel, sargs, reps: int, rounds: int = 3) -> tuple[float, float, dict]:
@@ -669,7 +673,7 @@ def _tune_case(name: str, size: str, build, reps: int, seconds: float, max_point
         for k, req in enumerate(reqs):
             req_end = time.perf_counter() + 0.4 * (t_case_end - time.perf_counter()) / (
                 len(reqs) - k)
-            for _ in range(tuner.ONLINE_CANDIDATES + 3):
+            for _ in range(tuner.settings.online_candidates + 3):
                 if time.perf_counter() > req_end:
                     break
                 calls += 1

@@ -66,8 +66,11 @@ import skelpy as sk  # noqa: E402
 from skelpy import tuner  # noqa: E402
 from skelpy.errors import ParameterError, RefusedParameters  # noqa: E402
 from skelpy.tuner import model as tmodel  # noqa: E402
+from skelpy.tuner import (
+    model_files,  # noqa: E402
+    synthetic,  # noqa: E402
+)
 from skelpy.tuner import store as tstore  # noqa: E402
-from skelpy.tuner import synthetic  # noqa: E402
 from skelpy.tuner.measure import Budget, measure  # noqa: E402
 from skelpy.tuner.space import ParamSpace  # noqa: E402
 
@@ -190,9 +193,9 @@ def _synthetic_case(shape4, complex_body, size, border="nearest", dtype="float32
                                    name="muscle")
 
     def build():
-        fn = synthetic._compile(src, "muscle")
+        fn = synthetic.compile_muscle(src, "muscle")
         st = sk.Stencil(fn, shape=sk.Shape(north=n, south=s, east=e, west=w), border=border)
-        m = sk.Matrix(synthetic._data((size, size), dtype, np.random.default_rng(size)))
+        m = sk.Matrix(synthetic.random_data((size, size), dtype, np.random.default_rng(size)))
         return (lambda **kw: st(m, **kw)), st
     return EvalCase(group, "stencil", size, build)
 
@@ -209,7 +212,7 @@ def _poly_case(size):
     src = synthetic.map_source(8, math_calls=1, name="muscle")
 
     def build():
-        f = sk.Map(synthetic._compile(src, "muscle"))
+        f = sk.Map(synthetic.compile_muscle(src, "muscle"))
         v = sk.Vector(np.random.default_rng(size).random(size * size).astype(np.float32))
         return (lambda **kw: f(v, **kw)), f
     return EvalCase("map_poly8", "map", size, build)
@@ -725,7 +728,7 @@ def decision_overhead(records: list[dict], dm: tmodel.DeviceModel) -> dict:
             tstore.get_store()
             for r in records:
                 req = r["request"]
-                req.space._tuner_info = None
+                tuner.forget_space(req.space)
                 tuner.manager().set(req.device.key, dm)
                 t0 = time.perf_counter()
                 tuner.choose_params(req)
@@ -946,9 +949,9 @@ def write_pretrained(scns: list[tmodel.ScenarioData], meta: dict, path: Path,
     groups = {sig: tmodel.fit_group(sig, sds, n_estimators=trees, n_jobs=-1,
                                     approaches=(approach,))
               for sig, sds in by.items() if len(sds) >= tmodel.MIN_SCENARIOS}
-    dm = tmodel.compact(tmodel.DeviceModel(meta["device_key"], 0, groups, time.time()),
-                        approach)
-    tmodel.save(dm, path)
+    dm = model_files.compact(tmodel.DeviceModel(meta["device_key"], 0, groups, time.time()),
+                             approach)
+    model_files.save(dm, path)
     print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB, {approach}, "
           f"{len(scns)} scenarios)")
 
@@ -1101,7 +1104,7 @@ def main(argv=None) -> int:
     ap.add_argument("--prune", type=float, default=None,
                     help="sweep: a point whose warm-up is this many times slower than the "
                     "best so far keeps that one timing (default 8)")
-    ap.add_argument("--save-pretrained", metavar="PKL", default=None,
+    ap.add_argument("--save-pretrained", metavar="NPZ", default=None,
                     help="also train on all analysed scenarios and save the compact model "
                     "(skelpy/tuner/pretrained/ ships one for PoCL CPUs)")
     ap.add_argument("--no-confirm", action="store_true",

@@ -1,10 +1,13 @@
 """The ``skelpy`` command: devices, tuning, and the tuning cache.
 
-    skelpy devices                         list OpenCL devices as skelpy sees them
+    skelpy devices                         list OpenCL devices; which one skelpy uses
     skelpy tune                            (re)train the models from the stored measurements
     skelpy tune --synthetic N --minutes M  sweep N synthetic programs, then train
-    skelpy tune --report KERNEL            table + heatmap of a kernel's measured space
-    skelpy cache info | clear | export FILE | import FILE
+    skelpy tune --report KERNEL [--out D]  table + heatmap of a kernel's measured space
+    skelpy cache info | clear [--yes] | export FILE | import FILE
+    skelpy bench                           the benchmark suite of a source checkout
+
+Long work shows tqdm progress bars on stderr (``--quiet`` turns them off).
 """
 
 from __future__ import annotations
@@ -27,31 +30,85 @@ def _print(*a: Any) -> None:
     print(*a, flush=True)
 
 
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; no terminal (a script, CI) answers no."""
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _cache_info(store: _store.Store) -> int:
+    info = store.info()
+    if store.foreign:
+        _print(f"tuning store: {info['path']}: not used: {store.foreign}")
+        _print("  skelpy never writes into it and keeps tuning data in memory; move it away "
+               "or set SKELPY_CACHE_DIR to use a store")
+    elif info["degraded"]:
+        _print(f"tuning store: {info['path']}  (not usable: {info['reason']}; tuning data "
+               "is kept in memory)")
+    else:
+        _print(f"tuning store: {info['path']}")
+    _print(f"  {info['bytes'] / 1024:.1f} KiB; devices {info['devices']}, kernels "
+           f"{info['kernels']}, scenarios {info['scenarios']}, measurements "
+           f"{info['measurements']}, refusals {info['refusals']}"
+           + (f"; {info['queued']} rows queued (store locked)" if info["queued"] else ""))
+    models = sorted((store.directory / "models").glob("*.npz")) \
+        if store.directory and not store.degraded else []
+    _print(f"  models: {len(models)}")
+    by_kernel: dict[tuple[str, str], int] = {}
+    for s in store.scenarios():
+        k = (s["kernel"], s["skeleton"])
+        by_kernel[k] = by_kernel.get(k, 0) + 1
+    if by_kernel:
+        _print("  kernels (key, skeleton, scenarios):")
+        for (k, sk), n in sorted(by_kernel.items(), key=lambda kv: -kv[1])[:20]:
+            _print(f"    {k}  {sk:<9} {n}")
+    return 0
+
+
 # -- devices -------------------------------------------------------------------------------------
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from .runtime import devices
+    from . import runtime
 
-    found = devices()
+    found = runtime.devices()
     if not found:
         _print("no OpenCL device found: install an OpenCL runtime (Debian: "
                "apt-get install pocl-opencl-icd) and check `clinfo -l`")
         return 1
+    from .errors import DeviceError
+
     store = _store.get_store()
     chosen = os.environ.get("SKELPY_DEVICE", "")
-    _print(f"{'#':>2}  {'kind':<5} {'CUs':>4} {'max wg':>6} {'local':>7} {'fp64':<4} "
+    try:
+        used = runtime.current_device()          # what a program started here would use
+        problem = ""
+    except DeviceError as exc:
+        used, problem = None, str(exc)
+    _print(f"   {'#':>2}  {'kind':<5} {'CUs':>4} {'max wg':>6} {'local':>7} {'fp64':<4} "
            f"{'measured':>8}  name / platform")
     for i, d in enumerate(found):
-        try:
-            n = store.count_measurements(d.key)
-        except Exception:  # noqa: BLE001
-            n = 0
-        _print(f"{i:>2}  {d.kind:<5} {d.compute_units:>4} {d.max_work_group_size:>6} "
+        n = store.count_measurements(d.key)
+        mark = " *" if d == used else "  "
+        _print(f"{mark} {i:>2}  {d.kind:<5} {d.compute_units:>4} {d.max_work_group_size:>6} "
                f"{d.local_mem_size // 1024:>5}Ki {'yes' if d.has_fp64 else 'no':<4} "
                f"{n:>8}  {d.name} / {d.platform}")
-    _print("\nskelpy uses the first GPU unless SKELPY_DEVICE or sk.use() picks another"
-           + (f" (SKELPY_DEVICE={chosen!r})" if chosen else ""))
+    _print("")
+    if used is None:
+        _print(f"SKELPY_DEVICE={chosen!r} matches no device: {problem}")
+        return 1
+    idx = found.index(used)
+    if chosen:
+        why = f"SKELPY_DEVICE={chosen!r} picks it"
+    elif used.kind == "gpu":
+        why = "the first GPU"
+    else:
+        why = f"no GPU here: the first {used.kind.upper()} device"
+    _print(f"* skelpy uses #{idx} {used.name} ({why}); set SKELPY_DEVICE (gpu, cpu, an index "
+           "or a name part) or call sk.use() to pick another")
     return 0
 
 
@@ -60,29 +117,34 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     if args.report:
-        return report(args.report, Path(args.out))
+        out = Path(args.out) if args.out else _store.default_cache_dir() / "reports"
+        return report(args.report, out)
     store = _store.get_store()
     if args.synthetic:
-        from . import runtime
+        from . import containers, runtime, skeletons
         from .tuner import synthetic
 
         dev = runtime.current_device()
         kinds = args.kinds.split(",") if args.kinds else None
-        have = synthetic.available_kinds()
-        missing = sorted(set(kinds or synthetic.KINDS) - have)
-        if missing:
-            _print(f"note: skipping {', '.join(missing)}: not available in this skelpy build")
+        unknown = sorted(set(kinds or ()) - set(synthetic.KINDS))
+        if unknown:
+            _print(f"unknown kinds {', '.join(unknown)}: choose from "
+                   f"{', '.join(synthetic.KINDS)}")
+            return 2
         cases = synthetic.generate(args.synthetic, seed=args.seed,
                                    sizes_2d=args.sizes_2d, sizes_1d=args.sizes_1d, kinds=kinds)
-        if not cases:
-            _print("no synthetic programs can run here (no skeleton available)")
-            return 1
         _print(f"sweeping {len(cases)} synthetic programs on {dev.name} "
                f"(exhaustive mode{f', at most {args.minutes} min' if args.minutes else ''}); "
                f"store: {store.path or ':memory:'}")
-        res = synthetic.run_cases(cases, minutes=args.minutes, progress=not args.quiet)
+        before = store.count_measurements(dev.key)
+        kit = synthetic.Toolkit.from_modules(skeletons, containers)
+        res = synthetic.run_cases(cases, kit, minutes=args.minutes,
+                                  progress=False if args.quiet else None)
+        store.flush(timeout=10)
+        added = store.count_measurements(dev.key) - before
         _print(f"swept {len(res['done'])}, failed {len(res['failed'])}, "
-               f"skipped for time {len(res['skipped'])}")
+               f"skipped for time {len(res['skipped'])}: {added} new measurements "
+               "(one per launch-parameter point measured)")
         for name, why in res["failed"][:10]:
             _print(f"  failed: {name}: {why}")
         devices_to_train = [dev.key]
@@ -90,23 +152,43 @@ def cmd_tune(args: argparse.Namespace) -> int:
         devices_to_train = list(store.devices())
     if args.no_train:
         return 0
-    from . import tuner
-
-    mgr = tuner.manager()
     if not devices_to_train:
         _print("nothing measured yet: run `skelpy tune --synthetic N` or use "
                "sk.tuning('exhaustive') in a program first")
         return 0
     for dk in devices_to_train:
-        m = mgr.retrain(dk)
-        _print(f"trained {dk}: {m.n_measurements} measurements")
-        if not m.groups:
-            _print(f"  (fewer than {_model.MIN_SCENARIOS} measured scenarios per kernel "
-                   "signature: nothing to model yet)")
-        for sig, gm in m.groups.items():
-            _print(f"  [{sig}] {gm.n_scenarios} scenarios, {gm.n_rows} rows, "
-                   f"{len(gm.classes)} distinct best points")
+        _train(store, dk)
     return 0
+
+
+def _train(store: _store.Store, device: str) -> None:
+    """Retrain one device's model and say, per parameter signature, what it rests on."""
+    from .tuner import manager
+    from .tuner.model_files import PRETRAINED_OVERRIDE_SCENARIOS
+
+    local: dict[str, int] = {}
+    for sd in _model.load_scenarios(store, device):
+        sig = _model.signature(sd.names)
+        local[sig] = local.get(sig, 0) + 1
+    m = manager().retrain(device)
+    n = sum(local.values())
+    _print(f"trained {device}: {n} measured scenario{'' if n == 1 else 's'}, "
+           f"{m.n_measurements} measurements on this machine")
+    for sig in sorted(set(local) | set(m.groups)):
+        g = m.groups.get(sig)
+        mine = local.get(sig, 0)
+        if g is None:
+            _print(f"  [{sig}] {mine} scenario(s): not modelled (a model needs "
+                   f"{_model.MIN_SCENARIOS})")
+        elif g.origin == "shipped":
+            _print(f"  [{sig}] the starting model shipped with skelpy is kept (trained on "
+                   f"{g.n_scenarios} scenarios of its evaluation): this machine has {mine} "
+                   f"scenario(s) of this kind; {PRETRAINED_OVERRIDE_SCENARIOS} replace it")
+        else:
+            best = (f", {len(g.classes)} distinct best points" if g.classifier is not None
+                    else "")
+            _print(f"  [{sig}] {g.n_scenarios} scenarios, {g.n_rows} training rows "
+                   f"(measured points){best}")
 
 
 def _axes(space: dict) -> tuple[str | None, str | None]:
@@ -213,7 +295,7 @@ def _heatmaps(prefix: str, plots: list, out_dir: Path) -> None:
     path = out_dir / f"skelpy-report-{safe}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    _print(f"\nheatmap: {path}")
+    _print(f"\nheatmap written to {path.resolve()}")
 
 
 # -- cache ---------------------------------------------------------------------------------------
@@ -222,28 +304,22 @@ def _heatmaps(prefix: str, plots: list, out_dir: Path) -> None:
 def cmd_cache(args: argparse.Namespace) -> int:
     store = _store.get_store()
     if args.action == "info":
-        info = store.info()
-        _print(f"tuning store: {info['path']}" + ("  (DEGRADED: in memory; "
-                                                  f"{info['reason']})" if info["degraded"] else ""))
-        _print(f"  {info['bytes'] / 1024:.1f} KiB; devices {info['devices']}, kernels "
-               f"{info['kernels']}, scenarios {info['scenarios']}, measurements "
-               f"{info['measurements']}, refusals {info['refusals']}")
-        models = sorted((store.directory / "models").glob("*.pkl")) \
-            if store.directory and not store.degraded else []
-        _print(f"  models: {len(models)}")
-        by_kernel: dict[tuple[str, str], int] = {}
-        for s in store.scenarios():
-            k = (s["kernel"], s["skeleton"])
-            by_kernel[k] = by_kernel.get(k, 0) + 1
-        if by_kernel:
-            _print("  kernels (key, skeleton, scenarios):")
-            for (k, sk), n in sorted(by_kernel.items(), key=lambda kv: -kv[1])[:20]:
-                _print(f"    {k}  {sk:<9} {n}")
-        return 0
+        return _cache_info(store)
     if args.action == "clear":
+        if store.foreign:
+            _print(f"{store.path} is not a skelpy tuning store ({store.foreign}): skelpy "
+                   "leaves it alone; move it away yourself if you want it gone")
+            return 0
+        if not args.yes and not _confirm(
+                f"delete every measurement, refusal and model in {store.path or ':memory:'}?"):
+            _print("nothing deleted (pass --yes to skip this question)")
+            return 1
         store.clear()
         if store.directory is not None and not store.degraded:
             shutil.rmtree(store.directory / "models", ignore_errors=True)
+        if not store.flush(timeout=10):
+            _print("the store is locked by another process: try again later")
+            return 1
         from . import tuner
 
         tuner.reset()
@@ -267,6 +343,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
         data = json.loads(text)
         added = store.import_data(data)
+        if not store.flush(timeout=10):
+            raise OSError("the store is locked by another process: try again later")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         _print(f"cannot import {args.file}: {exc}")
         return 1
@@ -335,15 +413,17 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--sizes-1d", type=_ints, default=[1 << 18, 1 << 22], metavar="A,B",
                    help="vector lengths for synthetic Map/Zip/Reduce")
     t.add_argument("--no-train", action="store_true", help="measure only")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--quiet", action="store_true", help="no progress bars")
     t.add_argument("--report", metavar="KERNEL", default=None,
                    help="show the measured space of kernels whose key starts with KERNEL")
-    t.add_argument("--out", default=".", help="folder for --report's PNG")
+    t.add_argument("--out", default=None, metavar="DIR",
+                   help="folder for --report's PNG (default: reports/ in the cache folder)")
     t.set_defaults(func=cmd_tune)
 
     c = sub.add_parser("cache", help="the tuning store")
     c.add_argument("action", choices=("info", "clear", "export", "import"))
     c.add_argument("file", nargs="?", help="JSON file for export/import ('-': stdio)")
+    c.add_argument("--yes", "-y", action="store_true", help="clear without asking")
     c.set_defaults(func=cmd_cache)
 
     b = sub.add_parser("bench", help="run the benchmark suite within a time budget and "

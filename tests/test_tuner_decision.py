@@ -140,14 +140,14 @@ def test_online_converges_to_the_best_and_every_call_is_right():
     req = make_request(kern)
     sources = []
     with tuner.tuning("online"):
-        for _ in range(tuner.ONLINE_CANDIDATES + 4):
+        for _ in range(tuner.settings.online_candidates + 4):
             out = tuner.execute(req)
             np.testing.assert_array_equal(out.result, kern.expected)
             sources.append(out.source)
     assert sources[0] == "online" and sources[-1] == "cache"
     assert out.params == BEST
     measured = tstore.get_store().measurements(tuner.scenario_id(req))
-    assert 3 <= len(measured) <= tuner.ONLINE_CANDIDATES + 1
+    assert 3 <= len(measured) <= tuner.settings.online_candidates + 1
     assert len(measured) < len(req.space.points())      # far from a full sweep
 
 
@@ -155,7 +155,7 @@ def test_online_checks_candidates_against_the_default():
     bad = {"wg": 32, "coarsen": 1, "blocked": 0}      # the first neighbour online tries
     kern = FakeKernel(wrong=[bad])
     with tuner.tuning("online"), pytest.raises(SkelpyError, match="different result"):
-        for _ in range(tuner.ONLINE_CANDIDATES):
+        for _ in range(tuner.settings.online_candidates):
             tuner.execute(make_request(kern))
 
 

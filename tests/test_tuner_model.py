@@ -12,6 +12,7 @@ from test_tuner_support import FakeKernel, cache_dir, make_request, make_space  
 
 from skelpy import tuner
 from skelpy.tuner import model as tmodel
+from skelpy.tuner import model_files
 from skelpy.tuner import store as tstore
 from skelpy.tuner.features import (
     Schema,
@@ -175,20 +176,48 @@ def test_doubling_with_two_factors_takes_the_better_direction():
 
 
 def test_persistence_round_trip_and_rejects_other_versions(tmp_path):
+    import json
+    import warnings
+    import zipfile
+
     dm = tmodel.train(_fill_store([1, 3, 5]), DEV, n_estimators=4)
-    path = tmp_path / "m.pkl"
-    tmodel.save(dm, path)
-    back = tmodel.load(path)
+    path = tmp_path / "m.npz"
+    model_files.save(dm, path)
+    assert zipfile.is_zipfile(path)                              # arrays and JSON, no pickle
+    back = model_files.load(path)
     assert back is not None and back.groups.keys() == dm.groups.keys()
     gm, gb = dm.groups["wg,coarsen,blocked"], back.groups["wg,coarsen,blocked"]
-    assert _perf(gm, 3, 1e6, "speedup")[1] == _perf(gb, 3, 1e6, "speedup")[1]
-    import pickle
+    for approach in tmodel.APPROACHES:
+        assert _perf(gm, 3, 1e6, approach)[1] == _perf(gb, 3, 1e6, approach)[1]
+    assert gb.classes == gm.classes and gb.plausible == gm.plausible
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.load(path) as z:                                 # another version
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(bytes(arrays["meta"]))
+        meta["version"] = -1
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        np.savez(path, **arrays)
+        assert model_files.load(path) is None
+        path.write_bytes(b"garbage")
+        assert model_files.load(path) is None
+        assert model_files.load(tmp_path / "missing.npz") is None
 
-    path.write_bytes(pickle.dumps({"version": -1, "model": dm}))
-    assert tmodel.load(path) is None
-    path.write_bytes(b"garbage")
-    assert tmodel.load(path) is None
-    assert tmodel.load(tmp_path / "missing.pkl") is None
+
+def test_a_model_with_out_of_range_indices_is_refused(tmp_path):
+    """A crafted archive cannot make prediction read out of bounds."""
+    dm = tmodel.train(_fill_store([1, 3, 5]), DEV, n_estimators=2)
+    blob = model_files.to_bytes(dm)
+    import io
+
+    with np.load(io.BytesIO(blob)) as z:
+        arrays = {k: z[k] for k in z.files}
+    key = next(k for k in arrays if k.endswith(".children"))
+    arrays[key] = arrays[key] + 10**6
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    with pytest.raises(model_files.BadModel, match="out of range"):
+        model_files.from_bytes(buf.getvalue())
 
 
 def test_prediction_costs_less_than_a_millisecond():
@@ -279,30 +308,30 @@ def test_a_shipped_model_loads_only_for_its_device_kind_and_yields_to_local_data
     def model(sds):
         return tmodel.DeviceModel(DEV, 0, {sig: tmodel.fit_group(sig, sds, n_estimators=4)})
     shipped = model(data[:8])
-    monkeypatch.setattr(tmodel, "PRETRAINED_DIR", tmp_path)
-    assert tmodel.load_pretrained(pocl) is None                  # nothing shipped
-    tmodel.save(tmodel.compact(shipped, "speedup"), tmp_path / "pocl-pthread-cpu.pkl.gz")
-    assert (tmp_path / "pocl-pthread-cpu.pkl.gz").read_bytes()[:2] == b"\x1f\x8b"
-    m = tmodel.load_pretrained(pocl)
+    monkeypatch.setattr(model_files, "PRETRAINED_DIR", tmp_path)
+    assert model_files.load_pretrained(pocl) is None             # nothing shipped
+    model_files.save(model_files.compact(shipped, "speedup"), tmp_path / "pocl-pthread-cpu.npz")
+    m = model_files.load_pretrained(pocl)
     assert m is not None and m.pretrained and m.n_measurements == 0 and m.device == pocl
     g = m.groups[sig]
+    assert g.origin == "shipped"
     assert g.classifier is None and g.runtime is None and g.speedup is not None
     # compacting narrows the arrays but predicts the same
     X = np.random.default_rng(0).random((20, g.speedup.feature.max() + 1)).astype(np.float32)
     np.testing.assert_allclose(g.speedup.predict(X), shipped.groups[sig].speedup.predict(X),
                                rtol=1e-6)
-    assert tmodel.load_pretrained(DEV) is None                   # another kind of device
-    assert tmodel.load_pretrained("Portable Computing Language | cpu-minimal | 6.0") is None
+    assert model_files.load_pretrained(DEV) is None                   # another kind of device
+    assert model_files.load_pretrained("Portable Computing Language | cpu-minimal | 6.0") is None
     monkeypatch.setenv("SKELPY_TUNE_PRETRAINED", "off")
-    assert tmodel.load_pretrained(pocl) is None
+    assert model_files.load_pretrained(pocl) is None
     monkeypatch.delenv("SKELPY_TUNE_PRETRAINED")
     # a local model of too few scenarios keeps the shipped group; a larger one replaces it
     small = model(data[8:10])
-    assert small.groups[sig].n_scenarios < tmodel.PRETRAINED_OVERRIDE_SCENARIOS
-    assert tmodel.merge_pretrained(small, m).groups[sig] is g
+    assert small.groups[sig].n_scenarios < model_files.PRETRAINED_OVERRIDE_SCENARIOS
+    assert model_files.merge_pretrained(small, m).groups[sig] is g
     big = model(data[6:])
     mine = big.groups[sig]
-    assert tmodel.merge_pretrained(big, m).groups[sig] is mine
+    assert model_files.merge_pretrained(big, m).groups[sig] is mine
 
 
 def test_a_model_without_a_new_parameter_predicts_with_it_at_its_default():
@@ -321,6 +350,9 @@ def test_a_model_without_a_new_parameter_predicts_with_it_at_its_default():
     assert out.source == "model" and out.params["vw"] == 2
     assert out.params["wg"] in (8, 16, 32) and out.params["blocked"] == 0
     # online mode measures the model's shortlist first: all of it at vw=2, best first
-    short = tuner._shortlist(req, tuner._state(req), tuner.manager(), 4)
+    from skelpy.tuner import engine
+
+    call = engine.Call(req, engine.scenario(req), "online")
+    short = call.shortlist(4)
     assert len(short) == 4 and all(p["vw"] == 2 for p in short)
     assert short[0] == out.params

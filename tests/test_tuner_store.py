@@ -73,6 +73,7 @@ def _writer(directory: str, worker: int, count: int) -> None:
         s.record_measurement(rec, {"worker": worker, "i": i}, 1e-3 + i * 1e-6, 1)
         if i % 10 == 0:
             s.record_refusal(rec, {"worker": worker, "i": i})
+    assert s.flush(timeout=30)        # writes queued behind the others' locks are written
 
 
 def test_several_processes_writing_at_once_lose_nothing(cache_dir):  # noqa: F811

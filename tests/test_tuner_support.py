@@ -96,3 +96,12 @@ def make_request(kernel: FakeKernel, *, space: ParamSpace | None = None,
 
 def key(p) -> tuple:
     return tuple(sorted(p.items()))
+
+
+def DEFAULT_SPACE_SWEEP(kernel_key: str = "kern-a") -> FakeKernel:  # noqa: N802
+    """An exhaustive sweep of the fake kernel's space (fills the store)."""
+    kern = FakeKernel()
+    with tuner.tuning("exhaustive"):
+        out = tuner.execute(make_request(kern, kernel_key=kernel_key))
+    np.testing.assert_array_equal(out.result, kern.expected)
+    return kern

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import math
 
 import numpy as np
@@ -35,7 +34,7 @@ class Window:
 @pytest.mark.parametrize("shape4", [(1, 1, 1, 1), (0, 2, 3, 0), (1, 10, 30, 30)])
 def test_simple_stencil_source_is_the_window_mean(shape4):
     n, s, e, w = shape4
-    fn = synthetic._compile(synthetic.stencil_source(n, s, e, w, complex_body=False), "synth")
+    fn = synthetic.compile_muscle(synthetic.stencil_source(n, s, e, w, complex_body=False), "synth")
     a = np.random.default_rng(0).random((40, 70)).astype(np.float32)
     r, c = 20, 35
     want = a[r - n:r + s + 1, c - w:c + e + 1].mean()
@@ -44,51 +43,66 @@ def test_simple_stencil_source_is_the_window_mean(shape4):
 
 def test_complex_and_integer_bodies_run():
     a = np.random.default_rng(1).random((9, 9)).astype(np.float32)
-    fn = synthetic._compile(synthetic.stencil_source(2, 2, 2, 2, complex_body=True), "synth")
+    fn = synthetic.compile_muscle(synthetic.stencil_source(2, 2, 2, 2, complex_body=True), "synth")
     assert math.isfinite(fn(Window(a, 4, 4)))
     src = synthetic.stencil_source(1, 1, 1, 1, complex_body=True, dtype="int32")
     assert "//" in src and "math." not in src
     ai = (a * 100).astype(np.int64)
-    assert isinstance(synthetic._compile(src, "synth")(Window(ai, 4, 4)), (int, np.integer))
+    assert isinstance(synthetic.compile_muscle(src, "synth")(Window(ai, 4, 4)), (int, np.integer))
 
 
 def test_generated_sources_are_readable_by_inspect():
     import inspect
 
-    fn = synthetic._compile(synthetic.map_source(3, math_calls=2), "synth")
+    fn = synthetic.compile_muscle(synthetic.map_source(3, math_calls=2), "synth")
     assert "math.sin" in inspect.getsource(fn)
     assert fn(np.float32(0.5)) == pytest.approx(fn(0.5))
-    z = synthetic._compile(synthetic.zip_source(2), "synth")
+    z = synthetic.compile_muscle(synthetic.zip_source(2), "synth")
     assert z(1.0, 2.0, 0.5) == pytest.approx(((0.5 + 2) * 1 + 0.25 * 2) * 1 + 0.26 * 2)
 
 
-def test_generate_is_deterministic_and_only_uses_available_kinds():
-    have = synthetic.available_kinds()
+def test_generate_is_deterministic_and_keeps_to_the_kinds_asked_for():
     a = synthetic.generate(12, seed=3)
     b = synthetic.generate(12, seed=3)
     assert [c.name for c in a] == [c.name for c in b]
-    if have:
-        assert len(a) == 12 and {c.kind for c in a} <= have
-        assert [c.name for c in synthetic.generate(12, seed=4)] != [c.name for c in a]
+    assert len(a) == 12 and {c.kind for c in a} == set(synthetic.KINDS)
+    assert [c.name for c in synthetic.generate(12, seed=4)] != [c.name for c in a]
+    assert {c.kind for c in synthetic.generate(6, kinds=["map", "zip"])} == {"map", "zip"}
     assert synthetic.generate(5, kinds=["nothing"]) == []
 
 
-def test_progress_line():
-    buf = io.StringIO()
-    p = synthetic.Progress(4, stream=buf)
-    p.update("a")
-    p.update("b")
-    p.close()
-    assert "[##############..............] 2/4" in buf.getvalue()
+def test_synthetic_module_does_not_import_skelpy_from_below():
+    """The tuner sits below the skeletons: synthetic programs get them handed in."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(synthetic))
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m == "skelpy" or m.startswith(("skelpy.", "..."))]
+
+
+def _kit():
+    from skelpy import containers, skeletons
+
+    return synthetic.Toolkit.from_modules(skeletons, containers)
+
+
+def test_run_cases_shows_progress_over_programs_and_points(capsys):
+    cases = synthetic.generate(2, kinds=["map", "zip"], sizes_1d=(4096,))
+    res = synthetic.run_cases(cases, _kit(), progress=True, minutes=0.05)
+    assert res["done"] + [n for n, _ in res["failed"]] + res["skipped"] == [c.name for c in cases]
+    assert res["done"] and not res["failed"]
+    err = capsys.readouterr().err
+    assert "programs: 100%" in err and "2/2" in err
+    # the sweep's own bar counts points: "sweep map <kernel>: ... n/total"
+    assert "sweep map" in err and "point" in err
+    assert tstore.get_store().count_measurements() >= 2
 
 
 # -- end to end with a real skeleton ---------------------------------------------------------------
 
-needs_map = pytest.mark.skipif("map" not in synthetic.available_kinds(),
-                               reason="sk.Map is not available")
 
-
-@needs_map
 def test_map_end_to_end_refusal_from_the_runtime_hook():
     import skelpy as sk
     from skelpy import runtime
@@ -112,7 +126,6 @@ def test_map_end_to_end_refusal_from_the_runtime_hook():
     assert first in stored
 
 
-@needs_map
 def test_map_exhaustive_with_a_deadline_and_online_stay_correct():
     import time
 
@@ -132,7 +145,6 @@ def test_map_exhaustive_with_a_deadline_and_online_stay_correct():
     assert tstore.get_store().count_measurements() >= 3
 
 
-@needs_map
 def test_cli_tune_synthetic_runs_and_trains(capsys):
     from skelpy import cli
 
@@ -141,4 +153,6 @@ def test_cli_tune_synthetic_runs_and_trains(capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert "swept 1, failed 0" in out and "trained" in out
+    n = tstore.get_store().count_measurements()
+    assert f"{n} new measurements" in out
     assert tstore.get_store().count_measurements() >= 1

@@ -1,4 +1,5 @@
-"""Feature vectors for the tuning models (seed 002 Table 5.1, adapted).
+"""Feature vectors for the tuning models ([Cummins 2018] Table 5.1, adapted;
+see docs/references.md).
 
 A *scenario* (device, kernel, data) is described by device queries, the kernel's static
 features (skeleton kind, stencil reach, operation counts of the translated muscle, ...) and

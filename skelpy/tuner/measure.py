@@ -2,12 +2,12 @@
 
 Kernel time comes from OpenCL profiling events (host-side jitter and Python overhead stay
 out). After a warm-up, a point is run again until the 95% confidence interval of the mean is
-within ``rel_ci`` of the median (seed 002 §7.2 reached 2.5-3.7%) or a count/time budget runs
-out; the median is kept (or, with ``estimator="min"``, the minimum: on a CPU whose noise is
-only additive, other processes and interrupts, the minimum of repeats estimates the
-undisturbed time better than the median does). A parameter point whose output differs from
-the default point's is a bug in the kernel, not a tuning result: :func:`check_same` raises
-it naming the parameters.
+within ``rel_ci`` of the median ([Cummins 2018] §7.2 reached 2.5-3.7%; see
+docs/references.md) or a count/time budget runs out; the median is kept (or, with
+``estimator="min"``, the minimum: on a CPU whose noise is only additive, other processes
+and interrupts, the minimum of repeats estimates the undisturbed time better than the
+median does). A parameter point whose output differs from the default point's is a bug in
+the kernel, not a tuning result: :func:`check_same` raises it naming the parameters.
 """
 
 from __future__ import annotations

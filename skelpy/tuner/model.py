@@ -1,4 +1,5 @@
-"""Per-device models that predict launch parameters (seed 002 ch. 5.5, seed 000 ch. 7).
+"""Per-device models that predict launch parameters ([Cummins 2018] §5.5,
+[Magni 2015] ch. 7; sources in docs/references.md).
 
 Three approaches, all trained on the store's measurements of one device and one parameter
 signature (the names of a kernel's launch parameters):
@@ -6,48 +7,42 @@ signature (the names of a kernel's launch parameters):
 ``classifier``
     a random forest (or one decision tree, like OmniTune's J48) labels each scenario with its
     fastest measured point; a prediction that is illegal here or refused falls back to the
-    nearest legal point (seed 002 §5.5.1: nearest-neighbour was the best fallback).
+    nearest legal point ([Cummins 2018] §5.5.1: nearest-neighbour was the best fallback).
 ``runtime``
     a random-forest regressor of log run time from scenario and point features; every legal
     candidate is scored and the fastest predicted one taken, refused points skipped.
 ``speedup``
-    the same, regressing log speedup over the space's default point (seed 002's best).
+    the same, regressing log speedup over the space's default point ([Cummins 2018]'s best).
 
 Coarsening is chosen jointly with the other parameters (argmax over the whole grid) or by
-seed 000's scheme: pick the best point at coarsening 1, then keep doubling the factor while
-the model predicts that it helps.
+[Magni 2015]'s scheme (§7.6): pick the best point at coarsening 1, then keep doubling the
+factor while the model predicts that it helps.
 
 Fitted forests are packed into plain NumPy arrays (:class:`PackedForest`): prediction needs
-no scikit-learn import, scores all candidates in one vectorised walk, and the pickled model
-does not depend on scikit-learn's version.
+no scikit-learn import, scores all candidates in one vectorised walk, and a model is saved as
+data only (``model_files.py``: arrays and JSON, no pickle), independent of scikit-learn's
+version.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gzip
-import hashlib
 import json
 import math
-import os
-import pickle
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .features import Schema, cross_columns, is_coarsening, point_columns, scenario_features
 
-MODEL_VERSION = 2
+MODEL_VERSION = 3          # 3: data-only files (model_files.py); 2 was pickles
 APPROACHES = ("classifier", "runtime", "speedup")
 COARSEN_STRATEGIES = ("joint", "doubling")
 # Chosen by benchmarks/tuner_eval.py (leave-one-kernel-out over 23 scenarios on an H200,
 # benchmarks/results/tuner_eval_nvidia-h200.json): speedup/joint reached 96.3% of the oracle
-# (geometric mean; 98.3% median), classifier 95.6%, runtime 95.4%; seed 000's doubling
+# (geometric mean; 98.3% median), classifier 95.6%, runtime 95.4%; [Magni 2015]'s doubling
 # scheme lost to choosing coarsening jointly (94.2% vs 96.3%).
 DEFAULT_APPROACH = "speedup"
 DEFAULT_COARSEN = "joint"
@@ -119,6 +114,18 @@ class PackedForest:
         self.depth = depth
         self.is_leaf = np.isinf(self.threshold)
         self.classes = list(getattr(estimator, "classes_", []))
+
+    @classmethod
+    def from_arrays(cls, feature: np.ndarray, threshold: np.ndarray, children: np.ndarray,
+                    value: np.ndarray, roots: np.ndarray, depth: int, *,
+                    classifier: bool = False, classes: Sequence[Any] = ()) -> PackedForest:
+        """A forest from its arrays (as ``model_files`` reads them back)."""
+        f = cls.__new__(cls)
+        f.feature, f.threshold, f.children, f.value, f.roots = (
+            feature, threshold, children, value, roots)
+        f.depth, f.classifier, f.classes = int(depth), bool(classifier), list(classes)
+        f.is_leaf = np.isinf(threshold)
+        return f
 
     def leaves(self, X: np.ndarray) -> np.ndarray:
         """Leaf node of every tree for every row: shape (trees, rows)."""
@@ -205,7 +212,7 @@ def load_scenarios(store: Any, device: str) -> list[ScenarioData]:
 
 def static_ranking(data: Sequence[ScenarioData]) -> list[str]:
     """Points measured in every scenario, best geometric-mean performance relative to each
-    scenario's best first (seed 002's "best static" choice is the first)."""
+    scenario's best first ([Cummins 2018] §7.3.3's "best static" choice is the first)."""
     if not data:
         return []
     common = set.intersection(*(set(sd.times) for sd in data))
@@ -246,6 +253,7 @@ class GroupModel:
     plausible: list[str] = field(default_factory=list)
     n_scenarios: int = 0
     n_rows: int = 0
+    origin: str = "local"       # "local": trained on this machine; "shipped": package data
 
     def classify(self, scen: np.ndarray) -> dict | None:
         if self.classifier is None or not self.classes:
@@ -330,75 +338,6 @@ class DeviceModel:
     trained_at: float = 0.0
     version: int = MODEL_VERSION
     pretrained: bool = False          # shipped with the package, not trained on this machine
-
-
-# -- a starting model shipped with the package ---------------------------------------------------
-
-# pretrained/pocl-pthread-cpu.pkl.gz: the speedup regressor (8 trees) trained on all 50 PoCL
-# scenarios of benchmarks/tuner_eval.py. Its configuration, evaluated leave-one-kernel-out
-# (i.e. on kernels it has not seen, as on a fresh install), reached 80.2% of the oracle against
-# 69.8% for the space default that a fresh install uses without it (1.15x, geometric mean).
-PRETRAINED_DIR = Path(__file__).with_name("pretrained")
-# A local group replaces the shipped one once it was trained on this many scenarios: fewer
-# local scenarios generalise worse than the shipped model's evaluation set.
-PRETRAINED_OVERRIDE_SCENARIOS = 4
-
-
-def pretrained_name(device: str) -> str | None:
-    """The shipped model for this kind of device, if any: PoCL's pthread CPU driver (the one
-    device kind every install can have, and where a fresh install otherwise gets defaults)."""
-    d = device.lower()
-    if "portable computing language" in d and "pthread" in d:
-        return "pocl-pthread-cpu.pkl.gz"
-    return None
-
-
-def load_pretrained(device: str) -> DeviceModel | None:
-    """The shipped starting model for ``device`` (SKELPY_TUNE_PRETRAINED=off disables it)."""
-    if os.environ.get("SKELPY_TUNE_PRETRAINED", "on").lower() in ("off", "0", "no"):
-        return None
-    name = pretrained_name(device)
-    if name is None:
-        return None
-    m = load(PRETRAINED_DIR / name)
-    if m is None:
-        return None
-    return DeviceModel(device, 0, dict(m.groups), m.trained_at, pretrained=True)
-
-
-def merge_pretrained(local: DeviceModel, shipped: DeviceModel | None) -> DeviceModel:
-    """Signatures this machine has too little data for keep the shipped model's group."""
-    if shipped is None:
-        return local
-    for sig, g in shipped.groups.items():
-        mine = local.groups.get(sig)
-        if mine is None or mine.n_scenarios < min(PRETRAINED_OVERRIDE_SCENARIOS,
-                                                  g.n_scenarios):
-            local.groups[sig] = g
-    return local
-
-
-def compact(model: DeviceModel, approach: str) -> DeviceModel:
-    """A copy keeping only ``approach``'s forests, with narrower integer and value arrays
-    (the shipped file stays small; predictions are unchanged: thresholds keep float64)."""
-    import copy
-
-    out = copy.deepcopy(model)
-    for g in out.groups.values():
-        for name in APPROACHES:
-            if name != approach:
-                setattr(g, name, None)
-                if name == "classifier":
-                    g.classes = []
-        for name in APPROACHES:
-            f = getattr(g, name)
-            if f is None:
-                continue
-            f.feature = f.feature.astype(np.int32)
-            f.children = f.children.astype(np.int32)
-            f.roots = f.roots.astype(np.int32)
-            f.value = f.value.astype(np.float32)
-    return out
 
 
 def train(store: Any, device: str, **kw: Any) -> DeviceModel:
@@ -493,7 +432,7 @@ class _Scorer:
 
 def _doubling(score: Callable[[Sequence[int]], np.ndarray], cand: CandidateSet,
               refused: set[int]) -> int | None:
-    """Seed 000: the best point without coarsening, then double a coarsening factor (the
+    """[Magni 2015] §7.6: the best point without coarsening, then double a coarsening factor (the
     most promising one, when there are several) while the model predicts that it helps."""
     names = cand.coarsen_names
     lo = {n: min(p[n] for p in cand.points) for n in names}
@@ -574,131 +513,3 @@ class CandidateSet:
                     idx.append(i)
             hit = self._plausible[id(gm)] = (gm, idx)
         return hit[1]
-
-
-# -- persistence and retraining -----------------------------------------------------------------
-
-
-def model_path(directory: Path, device: str) -> Path:
-    h = hashlib.sha1(device.encode()).hexdigest()[:16]
-    return directory / "models" / f"{h}.pkl"
-
-
-def save(model: DeviceModel, path: Path) -> None:
-    """Pickle atomically (gzip-compressed when the name ends in .gz)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(tmp, "wb") as f:
-        pickle.dump({"version": MODEL_VERSION, "model": model}, f,
-                    protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
-
-
-def load(path: Path) -> DeviceModel | None:
-    """A saved model, or None when missing, unreadable or of another version."""
-    try:
-        with open(path, "rb") as f:
-            packed = f.read(2) == b"\x1f\x8b"          # gzip (the shipped model)
-        with (gzip.open(path, "rb") if packed else open(path, "rb")) as f:
-            blob = pickle.load(f)  # noqa: S301 - our own cache file or package data
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
-            TypeError, ValueError):
-        return None
-    if not isinstance(blob, dict) or blob.get("version") != MODEL_VERSION:
-        return None
-    m = blob.get("model")
-    return m if isinstance(m, DeviceModel) else None
-
-
-class ModelManager:
-    """Loads, caches and retrains the device models of one store."""
-
-    def __init__(self, store: Any):
-        self.store = store
-        self._models: dict[str, DeviceModel | None] = {}
-        self._checked: set[str] = set()
-        self._new: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self._training: set[str] = set()
-        self.generation = 0          # bumped when a model changes: decision caches drop
-
-    @property
-    def policy(self) -> str:
-        return os.environ.get("SKELPY_TUNE_RETRAIN", "background")
-
-    def _path(self, device: str) -> Path | None:
-        if self.store.degraded or self.store.directory is None:
-            return None
-        return model_path(self.store.directory, device)
-
-    def get(self, device: str) -> DeviceModel | None:
-        if device in self._checked:
-            return self._models.get(device)
-        with self._lock:
-            if device not in self._checked:
-                path = self._path(device)
-                m = load(path) if path is not None else None
-                if m is None:
-                    m = load_pretrained(device)
-                self._models[device] = m
-                self._checked.add(device)
-                have = m.n_measurements if m is not None else 0
-                try:
-                    now = self.store.count_measurements(device)
-                except Exception:  # noqa: BLE001 - a broken store must not break a call
-                    now = have
-                self._new[device] = now - have
-        if self._new.get(device, 0) >= (RETRAIN_EVERY if self._models.get(device) else 1):
-            self.maybe_retrain(device, force=self._models.get(device) is None)
-        return self._models.get(device)
-
-    def note_measurements(self, device: str, count: int) -> None:
-        """Called after new measurements; retrains once enough accumulated."""
-        self._new[device] = self._new.get(device, 0) + count
-        if self._new[device] >= RETRAIN_EVERY:
-            self.maybe_retrain(device)
-
-    def maybe_retrain(self, device: str, force: bool = False) -> None:
-        policy = self.policy
-        if policy == "off" or device in self._training:
-            return
-        if not force and self._new.get(device, 0) < RETRAIN_EVERY:
-            return
-        if policy == "sync":
-            self.retrain(device)
-            return
-        self._training.add(device)
-        t = threading.Thread(target=self._retrain_bg, args=(device,), daemon=True,
-                             name="skelpy-retrain")
-        t.start()
-
-    def _retrain_bg(self, device: str) -> None:
-        try:
-            self.retrain(device)
-        except Exception:  # noqa: BLE001 - background training must never disturb the user
-            pass
-        finally:
-            self._training.discard(device)
-
-    def retrain(self, device: str, **kw: Any) -> DeviceModel:
-        """Train now, save next to the store, and use it from the next decision on."""
-        m = merge_pretrained(train(self.store, device, **kw), load_pretrained(device))
-        path = self._path(device)
-        if path is not None:
-            with contextlib.suppress(OSError):
-                save(m, path)
-        with self._lock:
-            self._models[device] = m
-            self._checked.add(device)
-            self._new[device] = 0
-            self.generation += 1
-        return m
-
-    def set(self, device: str, model: DeviceModel | None) -> None:
-        """Install a model (tests, evaluation)."""
-        with self._lock:
-            self._models[device] = model
-            self._checked.add(device)
-            self._new[device] = 0
-            self.generation += 1

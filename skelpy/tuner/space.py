@@ -2,8 +2,8 @@
 
 Each skeleton describes its kernel's tunable parameters as a :class:`ParamSpace`. The space
 knows the constraint that makes a point legal on this device and kernel (work-group limits,
-local memory), and answers "nearest legal point" queries, which is the fallback seed 002
-found best when the runtime refuses a point (§5.5.1).
+local memory), and answers "nearest legal point" queries, which is the fallback found best
+when the runtime refuses a point ([Cummins 2018] §5.5.1; see docs/references.md).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ class ParamSpace:
         self._extra_ok = frozenset(extra_values_ok)
         self._points: list[Point] | None = None
         self._index: dict[tuple, int] = {}
-        self._tuner_info: object | None = None     # derived data cached by the tuner
         self.default: Point = self.normalise(default, check_legal=False)
 
     # -- membership -------------------------------------------------------------------------
@@ -60,10 +59,11 @@ class ParamSpace:
 
     def points(self) -> list[Point]:
         """Every legal point of the grid of candidate values."""
-        return [dict(p) for p in self._legal()]
+        return [dict(p) for p in self.legal_points()]
 
-    def _legal(self) -> list[Point]:
-        """The cached legal grid (shared; callers must not mutate the dicts)."""
+    def legal_points(self) -> list[Point]:
+        """The cached legal grid, shared and not copied (the tuner walks it on every
+        fallback): callers must not modify the list or its dicts; :meth:`points` copies."""
         if self._points is None:
             grid = itertools.product(*(p.values for p in self.params))
             self._points = [pt for pt in (dict(zip(self.names, v, strict=True)) for v in grid)
@@ -73,7 +73,7 @@ class ParamSpace:
 
     def index(self, point: Mapping[str, object]) -> int | None:
         """Position of ``point`` in :meth:`points`, or None if it is not a legal grid point."""
-        self._legal()
+        self.legal_points()
         try:
             return self._index.get(self.key(point))
         except (KeyError, TypeError):
@@ -84,7 +84,7 @@ class ParamSpace:
         return {"params": [{"name": p.name, "values": [_plain(v) for v in p.values],
                             "numeric": p.numeric} for p in self.params],
                 "default": {k: _plain(v) for k, v in self.default.items()},
-                "legal": len(self._legal())}
+                "legal": len(self.legal_points())}
 
     def normalise(self, forced: Mapping[str, object] | None, *, check_legal: bool = True,
                   base: Mapping[str, object] | None = None) -> Point:
@@ -142,7 +142,7 @@ class ParamSpace:
         """The legal point nearest to ``point`` that is not in ``exclude`` (keys)."""
         excluded = set(exclude)
         best, best_d = None, math.inf
-        for cand in self._legal():
+        for cand in self.legal_points():
             if self.key(cand) in excluded:
                 continue
             d = self.distance(point, cand)
@@ -155,7 +155,7 @@ class ParamSpace:
         parameter is distance 1), nearest first, ``point`` itself excluded."""
         k = self.key(point)
         found = []
-        for cand in self._legal():
+        for cand in self.legal_points():
             if self.key(cand) == k:
                 continue
             d = self.distance(point, cand)

@@ -1,11 +1,13 @@
-"""Synthetic training programs (seed 002 §5.2): varied muscles that exercise the tuner.
+"""Synthetic training programs: varied muscles that exercise the tuner ([Cummins 2018]
+§5.2; see docs/references.md).
 
 OmniTune trained on synthetic stencils generated from a template, parameterised by the
 stencil's reach in four directions, the data type and a simple or complex body; real
 programs were kept for testing. This module writes such muscles as Python source (so the
 translator sees them exactly as user code) for Stencil, and Map/Zip/Reduce muscles of varied
 arithmetic intensity, and runs them in exhaustive mode so the store fills with measurements.
-Kinds whose skeleton is not available in this build of skelpy are skipped.
+The skeletons come in through a :class:`Toolkit` that the caller builds: this module sits
+below them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import itertools
 import linecache
 import math
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 KINDS = ("stencil", "map", "zip", "reduce")
-# Seed 002 Table 6.3's shapes (north, south, east, west), plus common symmetric ones.
+# [Cummins 2018] Table 6.3's shapes (north, south, east, west), plus common symmetric ones.
 STENCIL_SHAPES = ((1, 1, 1, 1), (0, 0, 0, 0), (2, 2, 2, 2), (1, 10, 30, 30), (5, 5, 5, 5),
                   (10, 10, 10, 10), (0, 3, 0, 3), (3, 0, 3, 0), (1, 0, 1, 0), (0, 1, 1, 0),
                   (4, 4, 1, 1), (1, 1, 4, 4), (20, 10, 20, 10), (3, 3, 3, 3))
@@ -31,7 +32,7 @@ DTYPES = ("float32", "float64", "int32")
 _counter = itertools.count()
 
 
-def _compile(src: str, name: str, env: dict[str, Any] | None = None) -> Callable:
+def compile_muscle(src: str, name: str, env: dict[str, Any] | None = None) -> Callable:
     """Define ``name`` from ``src`` with its source registered in linecache, so the muscle
     translator can read it back like any function from a file."""
     filename = f"<skelpy-synthetic-{next(_counter)}>"
@@ -112,39 +113,45 @@ REDUCE_OPS = {
 REDUCE_IDENTITY = {"sum": 0, "max": -math.inf, "min": math.inf}
 
 
+@dataclass(frozen=True)
+class Toolkit:
+    """The skeletons and containers synthetic programs are built from. This module sits
+    below them (skeletons import the tuner), so a caller above both hands them in (the
+    command line: ``Toolkit.from_modules(skelpy.skeletons, skelpy.containers)``)."""
+
+    Map: Callable[..., Any]
+    Zip: Callable[..., Any]
+    Reduce: Callable[..., Any]
+    Stencil: Callable[..., Any]
+    Shape: Callable[..., Any]
+    Vector: Callable[..., Any]
+    Matrix: Callable[..., Any]
+
+    @classmethod
+    def from_modules(cls, skeletons: Any, containers: Any) -> Toolkit:
+        """From the ``skelpy.skeletons`` and ``skelpy.containers`` modules."""
+        return cls(skeletons.Map, skeletons.Zip, skeletons.Reduce, skeletons.Stencil,
+                   skeletons.Shape, containers.Vector, containers.Matrix)
+
+
 @dataclass
 class Case:
-    """One synthetic program at one size: ``run()`` makes one skeleton call."""
+    """One synthetic program at one size: ``prepare(kit)()`` makes one skeleton call."""
 
     name: str
     kind: str
     size: tuple[int, ...]
     dtype: str
     source: str
-    make: Callable[[], Callable[[], Any]] = field(repr=False)
+    make: Callable[[Toolkit], Callable[[], Any]] = field(repr=False)
 
-    def prepare(self) -> Callable[[], Any]:
+    def prepare(self, kit: Toolkit) -> Callable[[], Any]:
         """Build the skeleton and its inputs; returns a zero-argument call."""
-        return self.make()
+        return self.make(kit)
 
 
-def available_kinds() -> set[str]:
-    """The synthetic kinds whose skeleton exists in this build of skelpy."""
-    import skelpy as sk
-
-    have = set()
-    if hasattr(sk, "Stencil"):
-        have.add("stencil")
-    if hasattr(sk, "Map"):
-        have.add("map")
-    if hasattr(sk, "Zip"):
-        have.add("zip")
-    if hasattr(sk, "Reduce"):
-        have.add("reduce")
-    return have
-
-
-def _data(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+def random_data(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Inputs for a synthetic program: integers in [0, 100) or floats in [0, 1)."""
     dt = np.dtype(dtype)
     if dt.kind in "iu":
         return rng.integers(0, 100, size=shape).astype(dt)
@@ -157,14 +164,10 @@ def stencil_case(shape4: Sequence[int], *, complex_body: bool, dtype: str,
     tag = f"stencil_{n}_{s}_{e}_{w}_{'complex' if complex_body else 'simple'}_{dtype}"
     src = stencil_source(n, s, e, w, complex_body=complex_body, dtype=dtype, name="muscle")
 
-    def make():
-        import skelpy as sk
-
-        fn = _compile(src, "muscle")
-        shape = sk.Shape(north=n, south=s, east=e, west=w) if hasattr(sk, "Shape") \
-            else max(n, s, e, w)
-        st = sk.Stencil(fn, shape=shape, border=border)
-        m = sk.Matrix(_data(size, dtype, np.random.default_rng(seed)))
+    def make(kit: Toolkit):
+        fn = compile_muscle(src, "muscle")
+        st = kit.Stencil(fn, shape=kit.Shape(north=n, south=s, east=e, west=w), border=border)
+        m = kit.Matrix(random_data(size, dtype, np.random.default_rng(seed)))
         return lambda: st(m)
     return Case(f"{tag}@{size[0]}x{size[1]}", "stencil", size, dtype, src, make)
 
@@ -172,12 +175,9 @@ def stencil_case(shape4: Sequence[int], *, complex_body: bool, dtype: str,
 def map_case(intensity: int, math_calls: int, *, dtype: str, size: int, seed: int = 0) -> Case:
     src = map_source(intensity, math_calls=math_calls, name="muscle")
 
-    def make():
-        import skelpy as sk
-
-        fn = _compile(src, "muscle")
-        sk_map = sk.Map(fn)
-        v = sk.Vector(_data((size,), dtype, np.random.default_rng(seed)))
+    def make(kit: Toolkit):
+        sk_map = kit.Map(compile_muscle(src, "muscle"))
+        v = kit.Vector(random_data((size,), dtype, np.random.default_rng(seed)))
         return lambda: sk_map(v)
     return Case(f"map_i{intensity}_m{math_calls}_{dtype}@{size}", "map", (size,), dtype, src,
                 make)
@@ -186,14 +186,11 @@ def map_case(intensity: int, math_calls: int, *, dtype: str, size: int, seed: in
 def zip_case(intensity: int, *, dtype: str, size: int, seed: int = 0) -> Case:
     src = zip_source(intensity, name="muscle")
 
-    def make():
-        import skelpy as sk
-
-        fn = _compile(src, "muscle")
-        z = sk.Zip(fn)
+    def make(kit: Toolkit):
+        z = kit.Zip(compile_muscle(src, "muscle"))
         rng = np.random.default_rng(seed)
-        x = sk.Vector(_data((size,), dtype, rng))
-        y = sk.Vector(_data((size,), dtype, rng))
+        x = kit.Vector(random_data((size,), dtype, rng))
+        y = kit.Vector(random_data((size,), dtype, rng))
         return lambda: z(x, y, 0.5)
     return Case(f"zip_i{intensity}_{dtype}@{size}", "zip", (size,), dtype, src, make)
 
@@ -201,16 +198,14 @@ def zip_case(intensity: int, *, dtype: str, size: int, seed: int = 0) -> Case:
 def reduce_case(op: str, *, dtype: str, size: int, seed: int = 0) -> Case:
     src = REDUCE_OPS[op].format(name="muscle")
 
-    def make():
-        import skelpy as sk
-
-        fn = _compile(src, "muscle")
+    def make(kit: Toolkit):
+        fn = compile_muscle(src, "muscle")
         ident = REDUCE_IDENTITY[op]
         if np.dtype(dtype).kind in "iu" and not math.isfinite(ident):
             info = np.iinfo(np.dtype(dtype))
             ident = info.min if ident < 0 else info.max
-        r = sk.Reduce(fn, identity=ident)
-        v = sk.Vector(_data((size,), dtype, np.random.default_rng(seed)))
+        r = kit.Reduce(fn, identity=ident)
+        v = kit.Vector(random_data((size,), dtype, np.random.default_rng(seed)))
         return lambda: r(v)
     return Case(f"reduce_{op}_{dtype}@{size}", "reduce", (size,), dtype, src, make)
 
@@ -218,21 +213,24 @@ def reduce_case(op: str, *, dtype: str, size: int, seed: int = 0) -> Case:
 def generate(count: int, *, seed: int = 0, sizes_2d: Sequence[int] = (512, 1024),
              sizes_1d: Sequence[int] = (1 << 18, 1 << 22),
              kinds: Iterable[str] | None = None) -> list[Case]:
-    """``count`` synthetic cases, stencils first (as seed 002), then the 1-D kinds, drawn
-    deterministically from ``seed``; kinds not available are left out."""
-    want = set(kinds) if kinds is not None else set(KINDS)
-    try:
-        want &= available_kinds()
-    except ImportError:
-        want = set()
+    """``count`` synthetic cases, stencils first (as [Cummins 2018]), then the 1-D kinds, drawn
+    deterministically from ``seed``; names that are not one of :data:`KINDS` are ignored."""
+    want = (set(kinds) if kinds is not None else set(KINDS)) & set(KINDS)
     rng = np.random.default_rng(seed)
     pool: list[Case] = []
     order = [k for k in ("stencil", "map", "zip", "reduce") if k in want]
     if not order:
         return []
     i = 0
+    others = [k for k in order if k != "stencil"]
+    turn = 0
     while len(pool) < count:
-        kind = order[i % len(order)] if "stencil" not in want or i % 2 else "stencil"
+        # every other program is a stencil (when asked for); the rest take turns
+        if "stencil" in want and (i % 2 == 0 or not others):
+            kind = "stencil"
+        else:
+            kind = others[turn % len(others)]
+            turn += 1
         i += 1
         if kind == "stencil":
             if i // 2 < len(STENCIL_SHAPES) and rng.random() < 0.7:
@@ -258,70 +256,43 @@ def generate(count: int, *, seed: int = 0, sizes_2d: Sequence[int] = (512, 1024)
     return pool[:count]
 
 
-class Progress:
-    """A one-line stderr progress bar (tqdm is not a dependency)."""
-
-    def __init__(self, total: int, *, stream=None, width: int = 28):
-        self.total = max(total, 1)
-        self.done = 0
-        self.start = time.perf_counter()
-        self.stream = stream or sys.stderr
-        self.width = width
-
-    def update(self, label: str = "") -> None:
-        self.done += 1
-        self.show(label)
-
-    def show(self, label: str = "") -> None:
-        frac = min(self.done / self.total, 1.0)
-        filled = int(frac * self.width)
-        el = time.perf_counter() - self.start
-        eta = el / frac - el if frac > 0 else 0.0
-        bar = "#" * filled + "." * (self.width - filled)
-        self.stream.write(f"\r[{bar}] {self.done}/{self.total} {_mmss(el)} "
-                          f"(~{_mmss(eta)} left) {label[:50]:<50}")
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.stream.write("\n")
-        self.stream.flush()
-
-
-def _mmss(s: float) -> str:
-    s = int(max(s, 0))
-    return f"{s // 60:02d}:{s % 60:02d}"
-
-
-def run_cases(cases: Sequence[Case], *, minutes: float | None = None,
-              progress: bool = True, on_case: Callable[[Case, Any], None] | None = None
-              ) -> dict[str, Any]:
+def run_cases(cases: Sequence[Case], kit: Toolkit, *, minutes: float | None = None,
+              progress: bool | None = None,
+              on_case: Callable[[Case, Any], None] | None = None) -> dict[str, Any]:
     """Run every case once in exhaustive mode (each sweeps its space into the store) until
-    the time budget ends; returns counts and the cases that failed, with why."""
-    from . import sweep_deadline as _deadline
-    from . import tuning
+    the time budget ends; returns the cases done, failed (with why) and skipped for time.
+    ``progress``: tqdm bars on stderr, one over the cases
+    and one over the points of the sweep running (None: when stderr is a terminal)."""
+    from tqdm.auto import tqdm
+
+    from .engine import sweep_deadline
+    from .modes import tuning
+    from .state import STATE
 
     deadline = None if minutes is None else time.perf_counter() + 60.0 * minutes
-    bar = Progress(len(cases)) if progress else None
     done, failed, skipped = [], [], []
+    settings = STATE.settings
+    old_progress, settings.progress = settings.progress, progress
+    bar = tqdm(total=len(cases), desc="programs", unit="program",
+               disable=None if progress is None else not progress)
     try:
         for case in cases:
             if deadline is not None and time.perf_counter() >= deadline:
                 skipped.append(case.name)
+                bar.update(1)
                 continue
-            if bar:
-                bar.show(case.name)
+            bar.set_postfix_str(case.name[:40])
             try:
-                call = case.prepare()
-                with tuning("exhaustive"), _deadline(deadline):
+                call = case.prepare(kit)
+                with tuning("exhaustive"), sweep_deadline(deadline):
                     out = call()
                 if on_case is not None:
                     on_case(case, out)
                 done.append(case.name)
             except Exception as exc:  # noqa: BLE001 - report and go on with the others
                 failed.append((case.name, f"{type(exc).__name__}: {str(exc)[:300]}"))
-            if bar:
-                bar.update(case.name)
+            bar.update(1)
     finally:
-        if bar:
-            bar.close()
+        bar.close()
+        settings.progress = old_progress
     return {"done": done, "failed": failed, "skipped": skipped}
