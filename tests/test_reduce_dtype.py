@@ -12,7 +12,7 @@ import pytest
 
 import skelpy as sk
 from skelpy.muscle import Muscle
-from skelpy.skeletons.accumulator import arithmetic_kind, fold_dtype, numpy_sum_dtype
+from skelpy.skeletons.fold_muscle import arithmetic_kind, fold_dtype, numpy_sum_dtype
 
 INT_DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
               np.uint64]

@@ -45,7 +45,6 @@ from ..errors import DTypeError, RefusedParameters, ShapeError
 from ..muscle import Muscle
 from ..muscle.params import Accessor, Scalar
 from ..tuner.space import Param, ParamSpace
-from .accumulator import arithmetic_kind
 from .base import (
     ArrayArg,
     Plan,
@@ -57,6 +56,7 @@ from .base import (
     fp64_check,
     source_key,
 )
+from .fold_muscle import arithmetic_kind
 from .reduce import check_identity, identity_value, local_budget, plan_kernel
 
 __all__ = ["AllPairs", "row_accessor"]

@@ -1,7 +1,7 @@
 """Reduce and MapReduce: fold an associative muscle over all elements (or along one axis).
 
 ``Reduce(f, identity)(x)`` returns ``x0 ⊕ x1 ⊕ ... ⊕ x(n-1)`` as a NumPy scalar of the
-accumulator dtype, chosen as NumPy does (``accumulator.py``): a sum or product of bool or narrow
+accumulator dtype, chosen as NumPy does (``fold_muscle.py``): a sum or product of bool or narrow
 integers accumulates in int64/uint64 as ``np.sum`` does, any other muscle in the type of
 ``f(acc, x)`` at its fixed point, and ``dtype=`` chooses it outright (then integers wrap exactly
 as ``np.add.reduce(x, dtype=dtype)`` does). An empty input (or axis) gives ``identity``.
@@ -39,8 +39,6 @@ work-group.
 
 from __future__ import annotations
 
-import itertools
-import warnings
 import weakref
 from collections.abc import Mapping
 
@@ -62,7 +60,6 @@ from ..errors import DTypeError, ShapeError
 from ..muscle import Muscle
 from ..muscle.params import IndexPoint, Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
-from .accumulator import dtype_argument, fold_dtype
 from .base import (
     ArrayArg,
     Plan,
@@ -76,6 +73,7 @@ from .base import (
     scalar_value,
     source_key,
 )
+from .fold_muscle import dtype_argument, fold_dtype, muscle_is_commutative
 
 __all__ = ["Reduce", "MapReduce"]
 
@@ -116,43 +114,6 @@ def as_scalar(host: np.ndarray, dtype: np.dtype):
     if dtype == np.bool_:
         return np.bool_(host[0] != 0)
     return host.view(dtype)[0]
-
-
-def muscle_is_commutative(fn, dtype: np.dtype, identity) -> bool:
-    """Whether a Python muscle gives ``f(a, b) == f(b, a)`` on a spread of sample values.
-
-    A heuristic that only picks the faster of two correct kernels: a muscle that fails the
-    test (or cannot be run on the host) is folded in order, which is correct either way."""
-    if not callable(fn):
-        return False
-    dt = np.dtype(dtype)
-    if dt == np.bool_:
-        samples = [np.bool_(False), np.bool_(True)]
-    else:
-        raw = [0, 1, 2, 3, 7, -1, -5, 100, -1000, 0.5, -2.25, 1e6, 123456789]
-        samples = []
-        for v in [identity, *raw]:
-            try:
-                with np.errstate(all="ignore"), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    if dt.kind in "iu" and (float(v) != int(v)):
-                        continue
-                    s = np.asarray(v).astype(dt)[()]
-                    if dt.kind in "iu" and int(s) != int(v):
-                        continue
-            except (OverflowError, ValueError, TypeError):
-                continue
-            samples.append(s)
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for a, b in itertools.combinations(samples, 2):
-                x, y = np.asarray(fn(a, b)), np.asarray(fn(b, a))
-                if x.shape != y.shape or not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
-                    return False
-    except Exception:  # noqa: BLE001 - any failure means "don't know": keep order
-        return False
-    return True
 
 
 _COUNTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

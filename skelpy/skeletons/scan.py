@@ -26,7 +26,7 @@ Launch parameters: ``wg``, ``items`` and ``method``; every legal point gives the
 **Accuracy** (floats): each work-item scans its row as a tree in registers and each output adds
 its row prefix to the carry once; the multi-level carries are scans of tile sums (trees); the
 look-back's carries form a chain across tiles, so for a sum (the muscle computes ``a + b``,
-see ``accumulator.arithmetic_kind``) they are compensated pairs ``hi + lo`` added with TwoSum.
+see ``fold_muscle.arithmetic_kind``) they are compensated pairs ``hi + lo`` added with TwoSum.
 Every legal point is within a few ulps of NumPy's pairwise sum of each prefix
 (``tests/test_fold_accuracy.py``).
 """
@@ -43,8 +43,8 @@ from ..containers import Matrix, Vector, empty_like_shape
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..muscle.params import Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
-from .accumulator import arithmetic_kind, dtype_argument, fold_dtype
 from .base import Plan, Skeleton, feature_dict, fp64_check, source_key
+from .fold_muscle import arithmetic_kind, dtype_argument, fold_dtype
 from .reduce import (
     ITEMS_VALUES,
     check_identity,

@@ -1,6 +1,8 @@
-"""The accumulator dtype of a fold (Reduce, MapReduce, Scan, AllPairs' reduce), as NumPy has it.
+"""What a fold's muscle is, found out before any kernel is built: its accumulator dtype (as
+NumPy has it), whether it is a sum or a product, whether it commutes. Used by Reduce,
+MapReduce, Scan and AllPairs' reduce.
 
-NumPy gives two answers, and a fold muscle is one of two things:
+**The accumulator dtype.** NumPy gives two answers, and a fold muscle is one of two things:
 
 * **a sum or a product** (``lambda a, b: a + b``, ``def add(a, b): return b + a``,
   ``operator.mul``, ``np.add`` ...): ``np.sum``/``np.prod``/``np.cumsum``/``np.cumprod``
@@ -25,10 +27,15 @@ by evaluating the Python muscle on the host on a spread of int64 and float64 sam
 types, so that nothing wraps); a muscle that disagrees anywhere, or cannot run on the host,
 or is OpenCL C (whose declared types already say what it computes), is not a sum. A wrong
 answer could only change the accumulator's width: the kernel always runs the user's muscle.
+Being a sum also lets a float Scan and AllPairs compensate their carries (TwoSum needs a real +).
+
+**Commutativity** (``muscle_is_commutative``, the same kind of host test) only picks the faster
+of Reduce's two correct kernels (interleaved or order-preserving loads).
 """
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -38,7 +45,8 @@ from ..errors import DTypeError, SkelpyError
 from ..muscle import Muscle
 from ..muscle.params import Scalar
 
-__all__ = ["arithmetic_kind", "dtype_argument", "fold_dtype", "numpy_sum_dtype"]
+__all__ = ["arithmetic_kind", "dtype_argument", "fold_dtype", "muscle_is_commutative",
+           "numpy_sum_dtype"]
 
 # (a, b) samples: signs, zero, equal operands, magnitudes that tell +, *, |, ^, max apart.
 _INT_SAMPLES = ((3, 5), (-7, 11), (1_000_003, 17), (0, 9), (12, 12), (-4, -6), (6, 0))
@@ -117,3 +125,40 @@ def dtype_argument(dtype, out_dtype, origin: str):
         raise DTypeError(f"{origin}: dtype={np.dtype(dtype)} and out_dtype="
                          f"{np.dtype(out_dtype)} disagree; give one of them")
     return dtype
+
+
+def muscle_is_commutative(fn, dtype: np.dtype, identity) -> bool:
+    """Whether a Python muscle gives ``f(a, b) == f(b, a)`` on a spread of sample values.
+
+    A heuristic that only picks the faster of two correct kernels: a muscle that fails the
+    test (or cannot be run on the host) is folded in order, which is correct either way."""
+    if not callable(fn):
+        return False
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        samples = [np.bool_(False), np.bool_(True)]
+    else:
+        raw = [0, 1, 2, 3, 7, -1, -5, 100, -1000, 0.5, -2.25, 1e6, 123456789]
+        samples = []
+        for v in [identity, *raw]:
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if dt.kind in "iu" and (float(v) != int(v)):
+                        continue
+                    s = np.asarray(v).astype(dt)[()]
+                    if dt.kind in "iu" and int(s) != int(v):
+                        continue
+            except (OverflowError, ValueError, TypeError):
+                continue
+            samples.append(s)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for a, b in itertools.combinations(samples, 2):
+                x, y = np.asarray(fn(a, b)), np.asarray(fn(b, a))
+                if x.shape != y.shape or not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
+                    return False
+    except Exception:  # noqa: BLE001 - any failure means "don't know": keep order
+        return False
+    return True
