@@ -216,7 +216,8 @@ def main(argv=None) -> dict:
     vi.device_buffer(rt)
     for inclusive in (False, True):
         name = "scan " + ("inclusive" if inclusive else "exclusive") + " i32"
-        scan = sk.Scan(lambda a, b: a + b, 0, inclusive=inclusive)
+        # int32 sums, as pyopencl's kernels below (np.cumsum's default would be int64)
+        scan = sk.Scan(lambda a, b: a + b, 0, inclusive=inclusive, dtype=np.int32)
         t, p = time_skelpy(scan, lambda: scan(vi), reps)
         add(name, "skelpy", t, 8 * n, params=p)
         other = "levels" if p.get("method") == "lookback" else "lookback"
