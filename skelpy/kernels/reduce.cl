@@ -70,9 +70,9 @@
  * full. The work-item's value is then a pairwise tree over its leaves, held in SKP_LEVELS
  * registers, for ~1 extra combine per leaf. Order is kept: a level always holds EARLIER
  * elements than what merges into it. Past 2^(SKP_LEVELS-1) leaves the top level folds
- * serially (the host keeps flat reductions below that). The counter is the same for every
- * work-item of a group, so the merges never diverge. Integer and bool folds are exact in any
- * order: without SKP_PAIRWISE the leaves are folded one after the other. */
+ * serially (the host keeps flat reductions below that). In the flat kernel the counter is the
+ * same for every work-item of a group, so the merges do not diverge. Integer and bool folds
+ * are exact in any order: without SKP_PAIRWISE the leaves are folded one after the other. */
 #ifndef SKP_PAIRWISE
 #define SKP_PAIRWISE 0
 #endif
