@@ -531,10 +531,3 @@ def current() -> Runtime:
 def current_device() -> Device:
     return current().device
 
-
-def read_kernel(name: str) -> str:
-    """The text of ``skelpy/kernels/<name>`` (until Reduce, Scan and AllPairs build their
-    sources with skeletons/kernel_source.py)."""
-    from .skeletons.kernel_source import kernel_file
-
-    return kernel_file(name)

@@ -115,3 +115,40 @@ def test_sequence_source_has_every_stage_in_order():
     # stage 1 reads stage 0's float32 output and writes bool (uchar)
     assert "#define SKP_IN_ST float" in text[second:]
     assert "#define SKP_OUT_ST uchar" in text[second:]
+
+
+def test_reduce_and_mapreduce_sources_name_their_points():
+    x = np.arange(1000, dtype=np.float32)
+    red = sk.Reduce(lambda a, b: a + b, 0)
+    text = red.source(x)
+    assert red(x) == np.float32(x.sum())
+    d = _defines(text)
+    assert (d["SKP_WG"], d["SKP_ITEMS"]) == (str(red.last_launch.params["wg"]),
+                                             str(red.last_launch.params["items"]))
+    _standalone(text, "skelpy_reduce")
+    _standalone(text, "skelpy_reduce_final")
+    rows = sk.Reduce(lambda a, b: max(a, b), -np.inf, axis=1)
+    assert "#define SKP_AXIS_ONLY 1" in rows.source(np.ones((3, 4), np.float32))
+    dot = sk.MapReduce(lambda a, b: a * b, lambda a, b: a + b, 0)
+    text = dot.source(x, x, params={"wg": 32, "items": 4})
+    assert _defines(text)["SKP_WG"] == "32" and "skp_map" in text
+    _standalone(text, "skelpy_reduce")
+
+
+def test_scan_and_allpairs_sources():
+    scan = sk.Scan(lambda a, b: a + b, 0)
+    text = scan.source(np.ones(100, np.int32), params={"wg": 16, "items": 2})
+    assert _defines(text)["SKP_WG"] == "16"
+    _standalone(text, "skelpy_scan_tiles")
+    mm = sk.AllPairs(zip=lambda a, b: a * b, reduce=lambda a, b: a + b)
+    a = np.ones((8, 5), np.float32)
+    text = mm.source(a, a)
+    mm(a, a)
+    used = mm.last_launch.params
+    d = _defines(text)
+    assert all(d[f"SKP_{k.upper()}"] == str(used[k]) for k in ("tm", "tn", "tk", "rm", "rn"))
+    _standalone(text, "skelpy_allpairs")
+    gen = sk.AllPairs(lambda p, q: p[0] - q[0])
+    _standalone(gen.source(a, a), "skelpy_allpairs_generic")
+    with pytest.raises(CallError):
+        scan.source(np.ones(3), np.ones(3))

@@ -9,8 +9,10 @@
 - ``arguments``: input kinds (container, index vector, index matrix) and extra arguments.
 - ``limits``: the rules that make a launch point legal, skelpy's documented maxima, output
   size checks.
-- ``elementwise`` (Map, Zip), ``reduce`` (Reduce, MapReduce), ``scan`` (Scan), ``allpairs``
-  (AllPairs), ``stencil`` (Stencil, StencilSequence) with ``stencil_shape`` (reach, borders),
+- ``elementwise`` (Map, Zip), ``reduce`` (Reduce, MapReduce) with ``reduce_plan``, ``scan``
+  (Scan), ``allpairs`` (AllPairs); the folds share ``fold_common`` (identities, device limits
+  of their work-groups) and ``fold_muscle`` (accumulator dtypes, what a fold muscle computes).
+- ``stencil`` (Stencil, StencilSequence) with ``stencil_shape`` (reach, borders),
   ``stencil_plan`` (its plan and launch space), ``stencil_launch`` (launching, iterations,
   repeats) and ``stencil_temporal`` (iterations in passes of several steps).
 """

@@ -30,6 +30,7 @@ from ..errors import (
     SkelpyError,
 )
 from ..muscle import Muscle
+from .plan import Plan
 
 
 def checked_signature(method: Callable) -> Callable:
@@ -209,24 +210,3 @@ def check_same_shape(origin: str, containers: Sequence) -> tuple[int, ...]:
 def round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
-
-# Reduce, Scan and AllPairs move to declared plans after the accumulator work on them lands;
-# until then they use the earlier plan bag and helpers, kept in ``legacy.py``.
-from .arguments import (  # noqa: E402
-    ArrayArg,
-    ScalarArg,
-    classify_extra,
-    classify_extras,
-    extra_kernel_args,
-    extra_kernel_params,
-    scalar_converter,
-    scalar_value,
-)
-from .kernel_source import source_key  # noqa: E402
-from .legacy import Plan, fp64_check  # noqa: E402
-from .plan import feature_dict  # noqa: E402
-
-__all__ = ["Skeleton", "checked_signature", "check_same_shape", "round_up", "ArrayArg",
-           "ScalarArg", "classify_extra", "classify_extras", "extra_kernel_args",
-           "extra_kernel_params", "scalar_converter", "scalar_value", "source_key",
-           "Plan", "fp64_check", "feature_dict"]

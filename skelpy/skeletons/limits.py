@@ -10,6 +10,7 @@ build time grows with them (``coarsen=128`` took 3.6 s to build on PoCL, 1024 to
 ``MAX_COARSEN`` = 64      Map/Zip ``coarsen``
 ``MAX_CELLS`` = 64        Stencil cells per work-item: ``cr * cc`` and ``cr * vec``
 ``MAX_ITERATIONS``        Stencil ``iterations``: 2**31 - 1
+``MAX_GROUPS`` = 2**20    Reduce ``groups`` (an upper bound on work-groups)
 ========================  ======================================================
 
 When a forced point has no legal completion, :func:`check_forced` says which limit it breaks.
@@ -32,6 +33,7 @@ from ..tuner.space import ParamSpace
 MAX_COARSEN = 64
 MAX_CELLS = 64
 MAX_ITERATIONS = 2**31 - 1
+MAX_GROUPS = 1 << 20
 
 
 @dataclass(frozen=True)

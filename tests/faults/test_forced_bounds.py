@@ -122,3 +122,31 @@ def test_every_legal_point_respects_the_maxima(rt):
     plan = next(iter(st._plans.values()))
     for p in plan.space(rt).points():
         assert p["cr"] * max(p["cc"], p["vec"]) <= MAX_CELLS
+
+
+def test_reduce_groups_over_the_maximum_are_refused():
+    from skelpy.skeletons.limits import MAX_GROUPS
+
+    red = sk.Reduce(lambda a, b: a + b, 0)
+    msg = _quick(lambda: red(np.ones(100, np.float32), params={"groups": MAX_GROUPS * 2}))
+    assert "MAX_GROUPS" in msg and str(MAX_GROUPS) in msg
+    assert red(np.ones(100, np.float32), params={"groups": MAX_GROUPS}) == 100
+
+
+def test_allpairs_divisibility_is_named():
+    ap = sk.AllPairs(zip=lambda a, b: a * b, reduce=lambda a, b: a + b)
+    a = np.ones((8, 3), np.float32)
+    msg = _quick(lambda: ap(a, a, params={"tm": 2, "rm": 4}))
+    assert "tm=2 is not a multiple of rm=4" in msg
+    assert re.search(HERE + r":\d+", msg)
+
+
+def test_scan_and_reduce_work_groups_are_named():
+    scan = sk.Scan(lambda a, b: a + b, 0)
+    msg = _quick(lambda: scan(np.ones(10, np.int32), params={"wg": 4096 * 4}))
+    assert "wg=16384" in msg
+    red = sk.Reduce(lambda a, b: max(a, b), 0, axis=1)
+    msg = _quick(lambda: red(np.ones((4, 4), np.int32), params={"wg": 4, "lanes": 8}))
+    assert "lanes=8 is more than the work-group wg=4" in msg
+    msg = _quick(lambda: red(np.ones((4, 4), np.int32), params={"wg": 1 << 14}))
+    assert "wg=16384 is not one of" in msg           # only listed sizes may be forced here

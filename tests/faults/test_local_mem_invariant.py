@@ -129,3 +129,59 @@ def test_runtime_refusal_of_local_memory_in_process(rt):
         rt.launch(k, (1,), (1,), [buf, cl.LocalMemory(rt.device.local_mem_size + 1)],
                   params={"x": 1})
     runtime.current().finish()
+
+
+def _add(a, b):
+    return a + b
+
+
+def _keep_first(a, b):          # associative, not commutative: the order-keeping kernel
+    return a
+
+
+FOLD_CASES = [
+    ("reduce float32 commutative", lambda: sk.Reduce(_add, 0), (np.ones(5000, np.float32),)),
+    ("reduce float64 ordered", lambda: sk.Reduce(_keep_first, 0, commutative=False),
+     (np.ones(5000, np.float64),)),
+    ("reduce int64 axis", lambda: sk.Reduce(_add, 0, axis=1), (np.ones((40, 50), np.int64),)),
+    ("mapreduce over an index", lambda: sk.MapReduce(lambda i: i * 2, _add, 0),
+     (sk.IndexVector(3000),)),
+    ("scan float64", lambda: sk.Scan(_add, 0), (np.ones(5000, np.float64),)),
+    ("scan int8 to int64", lambda: sk.Scan(_add, 0, inclusive=True), (np.ones(5000, np.int8),)),
+    ("allpairs float64", lambda: sk.AllPairs(zip=lambda a, b: a * b, reduce=_add),
+     (np.ones((33, 17)), np.ones((20, 17)))),
+    ("allpairs generic", lambda: sk.AllPairs(lambda a, b: a[0] * b[1]),
+     (np.ones((9, 5), np.float32), np.ones((7, 5), np.float32))),
+]
+
+
+@pytest.mark.parametrize("name, make, args", FOLD_CASES, ids=[c[0] for c in FOLD_CASES])
+def test_every_legal_fold_point_fits_local_memory(rt, has_fp64, name, make, args):
+    if not has_fp64 and any(getattr(a, "dtype", None) == np.float64 for a in args):
+        pytest.skip("no fp64")
+    limit = rt.device.local_mem_size
+    skel = make()
+    first = skel(*args)
+    plan = _plan(skel)
+    points = plan.space(rt).points()
+    needs = [plan.local_bytes(p) for p in points]
+    assert points and max(needs) <= limit
+    # the point asking the most: the runtime's count of the kernel's own local arrays stays
+    # within the device too, and the point computes what the first call did
+    worst = points[int(np.argmax(needs))]
+    name0 = plan.source.kernel_names[0]
+    k = plan.kernel(rt, worst, name0)
+    assert rt.kernel_local_mem_size(k) <= limit
+    again = skel(*args, params=worst)
+    assert skel.last_launch.params == worst
+    np.testing.assert_allclose(np.asarray(again), np.asarray(first), rtol=1e-6)
+
+
+def test_generic_allpairs_rows_too_long_for_local_memory_are_refused_and_fall_back(rt):
+    d = rt.device.local_mem_size // 4 // 2 + 8         # two staged rows do not fit
+    a = np.ones((2, d), np.float32)
+    ap = sk.AllPairs(lambda x, y: x[0] + y[d - 1])
+    out = ap(a, a, params={"tm": 1, "tn": 1, "rm": 1, "rn": 1, "local_rows": 1})
+    np.testing.assert_array_equal(out.to_numpy(), np.full((2, 2), 2, np.float32))
+    assert ap.last_launch.params["local_rows"] == 0
+    assert ap.last_launch.refused and ap.last_launch.refused[0]["local_rows"] == 1

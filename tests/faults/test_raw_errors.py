@@ -171,3 +171,49 @@ def test_a_type_error_inside_a_call_is_not_mistaken_for_a_signature_error():
         sk.Map(lambda v, s: v)(np.ones(3, np.float32), "s")
     assert not isinstance(info.value, CallError)
 
+
+
+def test_allpairs_output_over_the_maximum_is_refused_before_allocating(stats):
+    # the 60000 x 60000 float32: 14.4 GB of output from two small inputs
+    a = np.ones((60000, 2), np.float32)
+    ap = sk.AllPairs(zip=lambda x, y: x * y, reduce=lambda x, y: x + y)
+    launches = stats.launches
+    with pytest.raises(sk.ShapeError) as info:
+        ap(a, a)
+    assert f"{60000 * 60000 * 4} bytes" in str(info.value)
+    assert str(runtime.current().device.max_alloc_size) in str(info.value)
+    _names_this_file(info.value)
+    assert stats.launches == launches
+
+
+def test_scan_output_over_the_maximum_is_refused(small_device):
+    # int8 in, int64 accumulator out: 8x the input's bytes
+    flags = np.ones(200_000, np.int8)                        # 200 KB in, 1.6 MB out
+    with pytest.raises(sk.ShapeError) as info:
+        sk.Scan(lambda a, b: a + b, 0)(flags)
+    assert "1600000 bytes" in str(info.value)
+    _names_this_file(info.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sk.Reduce(lambda a, b: a + b, 0)(np.ones(3), np.ones(3)),
+    lambda: sk.Reduce(lambda a, b: a + b, 0)(np.ones(3), axis=0),
+    lambda: sk.Scan(lambda a, b: a + b, 0)(np.ones(3), np.ones(3)),
+    lambda: sk.Scan(lambda a, b: a + b, 0)(),
+    lambda: sk.MapReduce(lambda a: a, lambda a, b: a + b, 0)(np.ones(3), parms={}),
+    lambda: sk.AllPairs(lambda a, b: a[0])(np.ones((2, 2))),
+    lambda: sk.Reduce(lambda a, b: a + b, 0).source(np.ones(3), np.ones(3)),
+])
+def test_fold_signatures_are_call_errors(call):
+    with pytest.raises(CallError) as info:
+        call()
+    _names_this_file(info.value)
+
+
+def test_fold_constructor_dtype_errors_name_the_muscle():
+    for make in (lambda: sk.Reduce(lambda a, b: a + b, 0, dtype="banana"),
+                 lambda: sk.Scan(lambda a, b: a + b, 0, dtype=np.int8, out_dtype=np.int16),
+                 lambda: sk.AllPairs(lambda a, b: a[0], out_dtype="banana")):
+        with pytest.raises(sk.DTypeError) as info:
+            make()
+        _names_this_file(info.value)
