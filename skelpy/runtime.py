@@ -242,6 +242,7 @@ class Runtime:
         except cl.Error as exc:
             raise DeviceError(f"cannot open {device.name}: {exc}") from exc
         self.allocator = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+        self._local_limit = device.local_mem_size
         self.programs = ProgramCache()
         # program -> {kernel name: kernel}; an entry goes with its program
         self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -258,7 +259,8 @@ class Runtime:
         """A device buffer of ``nbytes``; a size over the device's maximum allocation is a
         :class:`~skelpy.errors.ShapeError` raised before OpenCL is asked."""
         nbytes = int(nbytes)
-        check_allocation(self.device, nbytes, what)
+        if nbytes > self.device.max_alloc_size:
+            check_allocation(self.device, nbytes, what)
         try:
             return self.allocator.allocate(max(nbytes, 1))
         except cl.Error as exc:
@@ -354,9 +356,11 @@ class Runtime:
                                     params=params, code=int(cl.status_code.OUT_OF_RESOURCES))
         try:
             with self._launch_lock:
-                dynamic = self._set_args(kernel, args)
-                if dynamic or self.kernel_local_mem_size(kernel):
-                    self._check_local_memory(kernel, dynamic, params, who)
+                local = self._set_args(kernel, args)
+                static = getattr(kernel, "_skelpy_local", None)
+                local += self.kernel_local_mem_size(kernel) if static is None else static
+                if local > self._local_limit:
+                    self._refuse_local_memory(kernel, local, params, who)
                 event = cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
         except cl.Error as exc:
             kernel._skelpy_args = None
@@ -370,15 +374,12 @@ class Runtime:
         self.stats.launches += 1
         return event
 
-    def _check_local_memory(self, kernel, dynamic: int, params: dict, who: str) -> None:
-        need = self.kernel_local_mem_size(kernel) + dynamic
-        have = self.device.local_mem_size
-        if need > have:
-            kernel._skelpy_args = None
-            raise RefusedParameters(
-                f"{who}: launch parameters {params} need {need} bytes of local memory "
-                f"per work-group; {self.device.name} has {have}",
-                params=params, code=int(cl.status_code.OUT_OF_RESOURCES))
+    def _refuse_local_memory(self, kernel, need: int, params: dict, who: str) -> None:
+        kernel._skelpy_args = None
+        raise RefusedParameters(
+            f"{who}: launch parameters {params} need {need} bytes of local memory per "
+            f"work-group; {self.device.name} has {self._local_limit}",
+            params=params, code=int(cl.status_code.OUT_OF_RESOURCES))
 
     def _set_args(self, kernel: cl.Kernel, args: Sequence) -> int:
         """Set only the arguments that changed since this kernel's last launch; returns the

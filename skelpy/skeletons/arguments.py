@@ -1,7 +1,8 @@
 """What a skeleton call's arguments are, as kernels see them: inputs and extras.
 
 *Inputs* are what a skeleton applies its muscle to element by element (Map, Zip, MapReduce):
-a container, an ``IndexVector`` or an ``IndexMatrix``. Each kind is a small frozen type that
+a container, an ``IndexVector`` or an ``IndexMatrix``. Each kind is a small frozen type (one
+object per kind, from :func:`input_kind`, compared by identity: a call's signature is cheap) that
 says, once, how the muscle sees it (its parameter kinds), how the kernel declares it, how an
 element is read (:meth:`read`, the one place a kernel's read of an input is written, so that a
 future lazily fused expression can be read the same way) and which kernel arguments carry it.
@@ -27,7 +28,7 @@ _INT64 = np.dtype(np.int64)
 # -- inputs ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ContainerInput:
     """A Vector, Matrix or ndarray: the muscle sees one element (a scalar of its dtype)."""
 
@@ -62,7 +63,7 @@ class ContainerInput:
         return self.dtype
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class IndexVectorInput:
     """``IndexVector(n)``: the muscle sees the index (int64), as over ``np.arange``."""
 
@@ -87,7 +88,7 @@ class IndexVectorInput:
     data_dtype = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class IndexMatrixInput:
     """``IndexMatrix((rows, cols))``: the muscle sees ``row, col`` (two int64 parameters,
     when ``split_index``) or one index point."""
@@ -116,15 +117,25 @@ class IndexMatrixInput:
 Input = ContainerInput | IndexVectorInput | IndexMatrixInput
 
 
+_INDEX_VECTOR = IndexVectorInput()
+_INDEX_MATRIX = IndexMatrixInput()
+_CONTAINER_KINDS: dict[tuple, ContainerInput] = {}
+
+
 def input_kind(value) -> Input:
-    """The kind of an input (a container or an index space)."""
+    """The kind of an input (a container or an index space); one object per kind, so that a
+    repeated call's signature hashes and compares fast."""
     if isinstance(value, IndexVector):
-        return IndexVectorInput()
+        return _INDEX_VECTOR
     if isinstance(value, IndexMatrix):
-        return IndexMatrixInput()
+        return _INDEX_MATRIX
     if isinstance(value, IndexSpace):
         raise DTypeError(f"unsupported index space {value!r}")
-    return ContainerInput(value.dtype, value.ndim)
+    key = (value.dtype, value.ndim)
+    kind = _CONTAINER_KINDS.get(key)
+    if kind is None:
+        kind = _CONTAINER_KINDS[key] = ContainerInput(value.dtype, value.ndim)
+    return kind
 
 
 def input_muscle_kinds(inputs: Sequence[Input], extras: Sequence, n_params: int

@@ -95,9 +95,11 @@ class _Elementwise(Skeleton):
     n_inputs = 1
     _fast = None       # the repeat-call launcher of the latest settled call (see _make_fast)
 
-    @checked_signature
-    def __call__(self, *args, params: Mapping | None = None, out_dtype=None):
+    def __call__(self, *args, params: Mapping | None = None, out_dtype=None, **unknown):
         """Apply the muscle to every element; the result stays on the device."""
+        if unknown:
+            raise self._unexpected(unknown, "(*containers, *extras, params=None, "
+                                   "out_dtype=None)")
         if params is None and out_dtype is None:
             fast = self._fast
             if fast is not None:

@@ -7,9 +7,9 @@ parameter space. Each skeleton declares its own subclass with the fields its lau
 (:meth:`Plan.macros`) and its legal points on a device (:meth:`Plan.make_space`).
 
 A plan works per device runtime: kernels and spaces are looked up for the runtime a launch
-uses, so one plan serves several devices. Kernels are not kept here beyond the latest one: the
-runtime's program cache holds programs (bounded), and a plan that is dropped lets its programs
-go.
+uses, so one plan serves several devices. A plan keeps only its latest few kernels
+(``KERNELS_PER_PLAN``): the runtime's program cache holds programs (bounded), and a plan that is
+dropped lets its programs go.
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ from ..tuner.space import ParamSpace
 from .kernel_source import KernelSource
 from .limits import Legality, check_forced
 
+#: Kernels a plan keeps at hand (the latest ones: a fold's two or three, a stencil's probes);
+#: the runtime's program cache holds the rest, bounded.
+KERNELS_PER_PLAN = 8
+
 
 @dataclass(eq=False)
 class Plan:
@@ -38,6 +42,7 @@ class Plan:
     features: dict[str, float]
     origin: str                       # the skeleton and its muscle's file and line
     _last: tuple | None = field(default=None, init=False, repr=False)
+    _kernels: dict = field(default_factory=dict, init=False, repr=False)
     _spaces: dict = field(default_factory=dict, init=False, repr=False)
 
     # -- identity ----------------------------------------------------------------------------
@@ -86,9 +91,15 @@ class Plan:
             # The tuner hands back the same decision object on a cache hit: skip the options.
             if last is not None and last[0] is point and last[1] is rt:
                 return last[2]
-        prg = rt.build(self.source.text, self.options(rt, point, extra), origin=self.origin,
-                       owner=self)
-        k = rt.kernel(prg, name or self.source.kernel_names[0], origin=self.origin)
+        opts = self.options(rt, point, extra)
+        key = (rt, opts, name)
+        k = self._kernels.get(key)
+        if k is None:
+            prg = rt.build(self.source.text, opts, origin=self.origin, owner=self)
+            k = rt.kernel(prg, name or self.source.kernel_names[0], origin=self.origin)
+            if len(self._kernels) >= KERNELS_PER_PLAN:
+                del self._kernels[next(iter(self._kernels))]     # the oldest
+            self._kernels[key] = k
         if plain:
             self._last = (point, rt, k)
         return k

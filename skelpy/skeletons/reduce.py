@@ -39,6 +39,7 @@ work-group.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping
 
@@ -130,7 +131,7 @@ class _Reduction(Skeleton):
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(kinds, extras_desc, axis)
-        n = int(np.prod(shape, dtype=np.int64))
+        n = math.prod(shape)
         dataset = {"n": float(n), "rows": float(shape[0]),
                    "cols": float(shape[1] if ndim > 1 else 1),
                    "dtype_size": float(plan.out_dtype.itemsize),

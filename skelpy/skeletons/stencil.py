@@ -34,7 +34,7 @@ import numpy as np
 from .. import runtime as _rt
 from ..containers import Matrix, empty_like_shape
 from ..dtypes import c_type, storage_c_type, storage_dtype
-from ..errors import DTypeError, ParameterError, ShapeError, TranslationError
+from ..errors import CallError, DTypeError, ParameterError, ShapeError, TranslationError
 from ..muscle.params import Scalar, global_array
 from . import stencil_temporal as _temporal
 from .arguments import ScalarArg, classify_extra
@@ -49,6 +49,18 @@ from .stencil_shape import BORDERS, Shape, border_mode, check_cval, cval_literal
 __all__ = ["Shape", "Stencil", "StencilSequence", "BORDERS", "tile_bytes"]
 
 _INT_LIMIT = 2**31 - 1
+_CALL = "(m, *extras, iterations=1, params=None, out_dtype=None)"
+
+
+class _NoInput:
+    """The default of a Stencil call's matrix, so that a call without one is a CallError
+    (checked in the call itself: a signature-checking wrapper would cost every tiny call)."""
+
+    def __repr__(self) -> str:
+        return "<the input matrix>"
+
+
+_NO_INPUT = _NoInput()
 
 # -- the skeleton -------------------------------------------------------------------------------
 
@@ -91,10 +103,13 @@ class Stencil(Skeleton):
         return StencilSequence(self, other)
 
     # -- calling -------------------------------------------------------------------------------
-    @checked_signature
-    def __call__(self, m, *extras, iterations: int = 1, params: Mapping | None = None,
-                 out_dtype=None) -> Matrix:
-        """Apply the stencil (``iterations`` times); the result stays on the device."""
+    def __call__(self, m=_NO_INPUT, *extras, iterations: int = 1,
+                 params: Mapping | None = None, out_dtype=None, **unknown) -> Matrix:
+        """Apply the stencil (``iterations`` times) to the Matrix ``m``; the result stays on
+        the device."""
+        if unknown or m is _NO_INPUT:
+            raise self._unexpected(unknown, _CALL) if unknown else CallError(
+                f"{self.origin}: missing the input matrix (the call takes {_CALL})")
         if iterations == 1 and params is None and out_dtype is None:
             fast = self._fast
             if fast is not None:
