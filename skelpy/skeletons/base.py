@@ -166,9 +166,7 @@ class Skeleton:
     def _run_tuned(self, plan: Plan, rt: _rt.Runtime, dataset: dict, params,
                    run: Callable) -> tuner.Outcome:
         if params is not None:
-            check = getattr(plan, "check_forced", None)
-            if check is not None:
-                check(rt, params)
+            plan.check_forced(rt, params)
         req = tuner.TuningRequest(
             skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
             space=plan.space(rt), dataset=dataset, features=plan.features,
