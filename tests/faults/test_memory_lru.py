@@ -100,7 +100,8 @@ def test_a_live_skeleton_keeps_working_after_eviction(rt):
 def test_cold_start_from_four_threads_builds_once_and_does_not_warn(rt):
     # the same muscle, never built in this process, called from 4 threads at once
     f = sk.Map(lambda v: v * 0.75 + 0.125)
-    xs = [np.arange(1000 * (k + 1), dtype=np.float32) for k in range(4)]
+    # one size: one scenario, so one decision (other sizes may get other points)
+    xs = [np.arange(3000, dtype=np.float32) + k for k in range(4)]
     outs: list = [None] * 4
     errors: list = []
     barrier = threading.Barrier(4)
@@ -127,9 +128,8 @@ def test_cold_start_from_four_threads_builds_once_and_does_not_warn(rt):
                 or "retriev" in str(w.message).lower()]
     # one build per distinct program (the space's probe and the launch point), whatever
     # the number of threads
-    plan_sources = {p.source.text for p in f._plans.values()}
-    built = [k for k in rt.programs.cached() if k[0] in plan_sources]
-    assert rt.stats.builds - builds0 == len(built) <= 2
+    assert len(f._plans) == 1
+    assert rt.stats.builds - builds0 <= 2
 
 
 _RSS_SCRIPT = textwrap.dedent("""
