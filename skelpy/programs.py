@@ -38,7 +38,6 @@ class ProgramCache:
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
-        self._building: dict[tuple[str, str], threading.Lock] = {}
         self._owned: dict[int, set] = {}         # owner id -> keys it used
         self._gone: deque[int] = deque()         # owners collected since the last call
 
@@ -79,15 +78,6 @@ class ProgramCache:
             while len(self._entries) > 1 and (len(self._entries) > self.max_programs
                                               or self._bytes > self.max_bytes):
                 self._drop(next(iter(self._entries)))
-
-    def building(self, key: tuple[str, str]) -> threading.Lock:
-        """The lock that makes one thread build ``key`` while the others wait for it."""
-        with self._lock:
-            return self._building.setdefault(key, threading.Lock())
-
-    def built(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._building.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:

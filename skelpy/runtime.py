@@ -247,6 +247,7 @@ class Runtime:
         # program -> {kernel name: kernel}; an entry goes with its program
         self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
         # Kernel arguments are state of the kernel object: setting them and enqueueing must
         # not interleave between threads that launch the same kernel.
         self._launch_lock = threading.Lock()
@@ -288,7 +289,9 @@ class Runtime:
         prg = self.programs.get(key, owner)
         if prg is not None:
             return prg
-        with self.programs.building(key):
+        # One build at a time: a second thread asking for the same program waits and finds it
+        # (and warnings.catch_warnings, which changes process state, never overlaps itself).
+        with self._build_lock:
             prg = self.programs.get(key, owner)
             if prg is not None:
                 return prg
@@ -302,8 +305,6 @@ class Runtime:
                 raise BuildError(f"{where}the OpenCL compiler for {self.device.name} rejected "
                                  "the generated kernel", source=source, log=str(exc),
                                  options=opts) from None
-            finally:
-                self.programs.built(key)
             self.programs.put(key, prg, len(source) + _binary_bytes(prg), owner)
         return prg
 
