@@ -19,7 +19,7 @@ from .errors import (
     SkelpyError,
     TranslationError,
 )
-from .runtime import Device, current_device, devices, use
+from .runtime import Device, current_device, current_devices, devices, use
 from .skeletons import (
     AllPairs,
     Map,
@@ -39,7 +39,7 @@ __all__ = [
     "Vector", "Matrix", "IndexVector", "IndexMatrix",
     "Map", "Zip", "Reduce", "MapReduce", "Scan", "AllPairs",
     "Stencil", "StencilSequence", "Shape",
-    "devices", "use", "current_device", "Device", "tuning",
+    "devices", "use", "current_device", "current_devices", "Device", "tuning",
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
     "DTypeError", "DeviceError", "ParameterError", "RefusedParameters",
 ]

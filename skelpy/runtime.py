@@ -1,6 +1,8 @@
 """Devices, the one context and profiling queue, the program cache, launches and timing.
 
-One :class:`Runtime` exists per chosen device. Programs are cached in memory by (source,
+One :class:`Runtime` exists per chosen device; a :class:`Group` of several devices (``sk.use(
+["gpu:0", "gpu:1"])``, ``sk.use("gpu:*")``) holds one Runtime per device, all in one context
+(see :class:`Group` for why). Programs are cached in memory by (source,
 options) in a :class:`~skelpy.programs.ProgramCache`, an LRU bounded by count and bytes whose
 entries also go when the last plan that used them is dropped; beneath that, pyopencl caches
 binaries on disk. Kernel objects are created once per program because looking them up on every
@@ -27,6 +29,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 
+from .device_groups import Group, is_group_spec, open_group, select_group
 from .errors import BuildError, DeviceError, LaunchError, RefusedParameters, ShapeError
 from .programs import ProgramCache
 
@@ -97,10 +100,25 @@ class Device:
         return int(self.cl_device.max_compute_units)
 
     @cached_property
-    def key(self) -> str:
-        """Stable identity of this device and driver, for caches and the tuning store."""
+    def ordinal(self) -> int:
+        """Position of this device among the identical ones (same platform, name and driver)
+        of its platform: 0 for the first."""
         d = self.cl_device
-        return f"{self.platform} | {self.name} | {d.driver_version.strip()}"
+        try:
+            same = [x for x in d.platform.get_devices()
+                    if x.name == d.name and x.driver_version == d.driver_version]
+            return same.index(d)
+        except (cl.Error, ValueError):
+            return 0
+
+    @cached_property
+    def key(self) -> str:
+        """Stable identity of this device and driver, for caches and the tuning store. A second
+        identical device (two H200s of one host) gets ``| #1`` after it, so that the tuner
+        decides, measures and records refusals per device."""
+        d = self.cl_device
+        key = f"{self.platform} | {self.name} | {d.driver_version.strip()}"
+        return key + (f" | #{self.ordinal}" if self.ordinal else "")
 
     @cached_property
     def short_key(self) -> str:
@@ -174,6 +192,13 @@ def _select(spec, candidates: Sequence[Device]) -> Device:
     s = str(spec).strip().lower()
     if s.isdigit():
         return _select(int(s), candidates)
+    kind, colon, index = s.partition(":")
+    if colon and kind in ("gpu", "cpu", "accelerator") and index.isdigit():
+        of_kind = [d for d in candidates if d.kind == kind]      # "gpu:1": the second GPU
+        if int(index) >= len(of_kind):
+            raise DeviceError(f"no {s!r}: {len(of_kind)} {kind.upper()} device(s); available: "
+                              + ", ".join(d.name for d in candidates))
+        return of_kind[int(index)]
     if s in ("gpu", "cpu", "accelerator"):
         for d in candidates:
             if d.kind == s:
@@ -231,16 +256,25 @@ def event_seconds(event: cl.Event) -> float:
 
 
 class Runtime:
-    """The context, queue, allocator and caches for one device."""
+    """The context, queue, allocator and caches for one device.
 
-    def __init__(self, device: Device):
+    A runtime of a :class:`Group` shares the group's context (``context=``) and knows its
+    ``group`` and its ``rank`` in it; a runtime of one device has ``group`` None."""
+
+    group: Group | None = None        # the device group this runtime is part of
+    rank = 0                          # its position in the group
+
+    def __init__(self, device: Device, context: cl.Context | None = None):
         self.device = device
         try:
-            self.context = cl.Context([device.cl_device])
+            self.context = cl.Context([device.cl_device]) if context is None else context
             self.queue = cl.CommandQueue(
-                self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+                self.context, device.cl_device,
+                properties=cl.command_queue_properties.PROFILING_ENABLE)
         except cl.Error as exc:
             raise DeviceError(f"cannot open {device.name}: {exc}") from exc
+        # a context over several devices builds a program for this device only
+        self._build_for = None if context is None else [device.cl_device]
         self.allocator = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self._local_limit = device.local_mem_size
         self.programs = ProgramCache()
@@ -299,7 +333,8 @@ class Runtime:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # pyopencl's "build succeeded with log"
-                    prg = cl.Program(self.context, source).build(options=list(options))
+                    prg = cl.Program(self.context, source).build(options=list(options),
+                                                                 devices=self._build_for)
             except cl.Error as exc:
                 where = f"{origin}: " if origin else ""
                 raise BuildError(f"{where}the OpenCL compiler for {self.device.name} rejected "
@@ -531,19 +566,38 @@ _current: Runtime | None = None
 _current_lock = threading.Lock()
 
 
-def use(device=None) -> Device:
+def use(device=None) -> Device | list[Device]:
     """Choose the device for all later skeleton calls: a :class:`Device`, an index into
-    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name."""
+    :func:`devices`, ``"gpu"``/``"cpu"``, ``"gpu:1"`` (the second GPU), or a substring of the
+    device or platform name. A list of those, or a pattern (``"gpu:*"``, ``"cpu:*"``),
+    chooses a device group: skeletons then run on all of them (returns the list; a group of
+    one device is that device)."""
     global _current
+    if is_group_spec(device):                       # several devices at once
+        chosen = select_group(device, devices(), _select)
+        if len(chosen) > 1:
+            with _current_lock:
+                if _current is None or _current.group is None \
+                        or _current.group.devices != tuple(chosen):
+                    _current = open_group(chosen, Runtime).runtimes[0]
+            return chosen
+        _use_one(chosen[0])
+        return chosen
     chosen = _select(device, devices())
-    with _current_lock:
-        if _current is None or _current.device != chosen:
-            _current = Runtime(chosen)
+    _use_one(chosen)
     return chosen
 
 
+def _use_one(chosen: Device) -> None:
+    global _current
+    with _current_lock:
+        if _current is None or _current.group is not None or _current.device != chosen:
+            _current = Runtime(chosen)
+
+
 def current() -> Runtime:
-    """The runtime of the chosen device, opening the default one on first use."""
+    """The runtime of the chosen device (of a group: its first device's), opening the default
+    one on first use."""
     rt = _current
     if rt is not None:
         return rt
@@ -553,5 +607,11 @@ def current() -> Runtime:
 
 
 def current_device() -> Device:
+    """The device in use (of a group: its first)."""
     return current().device
 
+
+def current_devices() -> list[Device]:
+    """The devices in use: the group's, or the one device."""
+    rt = current()
+    return list(rt.group.devices) if rt.group is not None else [rt.device]
