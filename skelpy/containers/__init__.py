@@ -4,11 +4,14 @@ and index spaces (indices without storage).
 - :mod:`.container`: Vector, Matrix, a Matrix's row, and the helpers skeletons use;
 - :mod:`.storage`: the host/device state of one container's data;
 - :mod:`.selection`: which part of a container an index touches;
-- :mod:`.index_spaces`: IndexVector and IndexMatrix.
+- :mod:`.index_spaces`: IndexVector and IndexMatrix;
+- :mod:`.distributions`: how data is spread over a device group (single, block, copy, Overlap).
 """
 
 from .container import Container, Matrix, MatrixRow, Vector, as_container, empty_like_shape
+from .distributions import Distribution, Overlap, as_distribution
 from .index_spaces import IndexMatrix, IndexSpace, IndexVector
 
-__all__ = ["Container", "IndexMatrix", "IndexSpace", "IndexVector", "Matrix", "MatrixRow",
-           "Vector", "as_container", "empty_like_shape"]
+__all__ = ["Container", "Distribution", "IndexMatrix", "IndexSpace", "IndexVector", "Matrix",
+           "MatrixRow", "Overlap", "Vector", "as_container", "as_distribution",
+           "empty_like_shape"]

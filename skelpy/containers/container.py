@@ -6,6 +6,10 @@ afterwards; host-side writes go through the container (``v[i] = x``, ``m[i][j] =
 ``with v.host_edit() as a: ...``), which knows that its device copy is stale. So a skeleton
 always computes from what the container shows. Skeleton results live on the device until read;
 element and slice access then moves only the part it touches (:mod:`.selection`).
+
+On a device group a container also has a *distribution* (:mod:`.distributions`): ``Vector(a,
+distribution="block")`` asks for one, ``v.distribution`` says which it has, and
+``v.redistribute("copy")`` changes it; without one, the first skeleton picks it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 from .. import runtime as _rt
 from ..dtypes import check_dtype
 from ..errors import DTypeError, ShapeError
+from .distributions import Distribution, as_distribution
 from .index_spaces import IndexSpace
 from .selection import as_int, basic_selection, checked_int
 from .storage import Storage
@@ -31,8 +36,17 @@ class Container:
     __slots__ = ("_shape", "_dtype", "_storage", "__weakref__")
     ndim: int = 0
     __array_priority__ = 10.0
+    # skelpy.distribution installs here the function that spreads a container over a device
+    # group (``distributed(container, group, dist)``); containers do not import it
+    distributor = None
 
-    def __init__(self, data: Any = None, dtype=None, *, shape: tuple[int, ...] | None = None):
+    def __init__(self, data: Any = None, dtype=None, *, shape: tuple[int, ...] | None = None,
+                 distribution: str | Distribution | None = None):
+        self._init_data(data, dtype, shape)
+        if distribution is not None:
+            self._storage.distribution = as_distribution(distribution)
+
+    def _init_data(self, data, dtype, shape) -> None:
         name = type(self).__name__
         if data is None:
             if shape is None or dtype is None:
@@ -134,7 +148,7 @@ class Container:
             row = _row_of(key)
             if row is not None:
                 return MatrixRow(self, checked_int(row, self._shape[0], 0))
-        if s.host is not None:
+        if s.host is not None or not s.device_valid:
             return s.read_host(key)
         sel = basic_selection(key, self._shape)
         if sel is None:
@@ -146,7 +160,7 @@ class Container:
         and the index is basic (ints and slices): then only the touched elements move."""
         key, value = _plain(key), _plain(value)
         s = self._storage
-        if s.host is None:
+        if s.host is None and s.device_valid:
             sel = basic_selection(key, self._shape)
             if sel is not None:
                 s.write_part(sel, value, self)
@@ -172,6 +186,8 @@ class Container:
     def __repr__(self) -> str:
         s = self._storage
         where = "device" if s.device_valid and s.host is None else "host"
+        if s.parts is not None and s.host is None and not s.device_valid:
+            where = f"{len(s.parts.parts)} devices, {s.parts.dist}"
         return f"{type(self).__name__}(shape={self._shape}, dtype={self._dtype}, on={where})"
 
     def copy(self):
@@ -183,6 +199,44 @@ class Container:
 
     def __deepcopy__(self, memo):
         return self.copy()
+
+    # -- distribution ------------------------------------------------------------------------
+    @property
+    def distribution(self) -> Distribution | None:
+        """How the data is spread over a device group (``"single"``, ``"block"``, ``"copy"``
+        or ``sk.Overlap(h)``); None until one is asked for or a skeleton on a group picks
+        one. It compares equal to its name: ``v.distribution == "block"``."""
+        return self._storage.distribution
+
+    def redistribute(self, distribution: str | Distribution):
+        """Change the distribution (on the device side where possible when a device group
+        is in use; otherwise it takes effect on the first group). Returns the container."""
+        dist = as_distribution(distribution)
+        rt = _rt.current()
+        s = self._storage
+        if rt.group is not None and Container.distributor is not None and dist is not None:
+            Container.distributor(self, rt.group, dist)
+        else:
+            if s.parts is not None:
+                s.sync_host()
+                s.parts = None
+            s.distribution = dist
+        return self
+
+    @property
+    def storage(self):
+        """The host/device state of the data (:class:`~.storage.Storage`), for skeletons."""
+        return self._storage
+
+    @classmethod
+    def from_parts(cls, parts):
+        """A container whose only copy is ``parts`` on a device group (a skeleton's result)."""
+        self = object.__new__(cls)
+        self._shape = tuple(parts.shape)
+        self._dtype = parts.dtype
+        self._storage = Storage(None, None, None, self._shape, self._dtype, False, False,
+                                False, parts)
+        return self
 
     # -- device side ------------------------------------------------------------------------
     @classmethod

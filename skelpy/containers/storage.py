@@ -1,14 +1,16 @@
 """Where a container's data lives: a host array and a device buffer, each flagged valid.
 
-One small state object per container (views of one container, and distributions over several
-devices, can later share or hold several of these). It keeps three promises:
+One small state object per container (views of one container can later share one). On a
+device group it may also hold ``parts``: the data spread over the group's devices
+(:mod:`skelpy.distribution.parts`), one more copy under the same rules. It keeps three promises:
 
 - **Copy on write.** The host array is never written while anybody else can see it: arrays
   handed out (``to_numpy()``, slice reads) and containers built from this one share it, so the
   next write copies it first (``shared``); what was handed out never changes.
 - **Locked host array.** The host array is read-only except during the container's own
   writes, so that a read-only view handed out cannot be made writable again.
-- **One newest copy.** A host write marks the device copy stale; a device write the host copy.
+- **One newest copy.** A host write marks the device copy and the parts stale; a device write
+  the host copy (and a single-device write the parts).
   A *borrowed* host array is a caller's ndarray wrapped for the length of one skeleton call
   (``as_container``): it is never written and never handed to a longer-lived container.
 """
@@ -27,9 +29,10 @@ class Storage:
     """The host/device state of one container's data (of ``shape`` and ``dtype``)."""
 
     __slots__ = ("host", "buffer", "device_valid", "runtime", "shape", "dtype", "shared",
-                 "borrowed", "editing")
+                 "borrowed", "editing", "parts", "distribution")
 
-    def __init__(self, host, buffer, runtime, shape, dtype, device_valid, shared, borrowed):
+    def __init__(self, host, buffer, runtime, shape, dtype, device_valid, shared, borrowed,
+                 parts=None, distribution=None):
         # host: the host array, None while the device holds the only valid copy
         self.host = host
         self.buffer = buffer
@@ -40,6 +43,10 @@ class Storage:
         self.shared = shared
         self.borrowed = borrowed
         self.editing = 0
+        # parts: the data on a device group (valid whenever set); distribution: the one it
+        # has there, or the one asked for before it is spread (None: not chosen yet)
+        self.parts = parts
+        self.distribution = parts.dist if parts is not None else distribution
 
     @classmethod
     def owned(cls, host: np.ndarray) -> Storage:
@@ -63,7 +70,7 @@ class Storage:
         """The device buffer on runtime ``rt``, uploading the host copy first if it is newer."""
         if self.runtime is not rt:
             # The device changed since this buffer was made: bring the data over via the host.
-            if self.device_valid and self.host is None:
+            if self.host is None:
                 self.sync_host()
             self.buffer = None
             self.device_valid = False
@@ -72,7 +79,8 @@ class Storage:
             self.buffer = rt.allocate(self.nbytes)
         if not self.device_valid:
             if self.nbytes:
-                rt.upload(self.buffer, self.host.view(storage_dtype(self.dtype)), wait=True)
+                host = self.sync_host()          # from the parts when only they are valid
+                rt.upload(self.buffer, host.view(storage_dtype(self.dtype)), wait=True)
             # Under an open host_edit the host array may change at any moment: upload again.
             self.device_valid = not self.editing
         return self.buffer
@@ -80,15 +88,29 @@ class Storage:
     def device_written(self) -> None:
         self.device_valid = True
         self.host = None
+        self.parts = None
+
+    def set_parts(self, parts) -> None:
+        """The data now (also) lives in ``parts`` on a device group (a redistribution)."""
+        self.parts = parts
+        self.distribution = parts.dist
+
+    def parts_written(self) -> None:
+        """A skeleton wrote the parts: the host and single-device copies are stale."""
+        self.host = None
+        self.device_valid = False
 
     # -- host side --------------------------------------------------------------------------
     def sync_host(self) -> np.ndarray:
         """The host array, downloaded first if the device holds the newest copy."""
         if self.host is not None:
             return self.host
-        host = np.empty(self.shape, self.dtype)
-        if host.size:
-            self.runtime.download(host.view(storage_dtype(self.dtype)), self.buffer)
+        if self.device_valid:
+            host = np.empty(self.shape, self.dtype)
+            if host.size:
+                self.runtime.download(host.view(storage_dtype(self.dtype)), self.buffer)
+        else:
+            host = self.parts.gather()
         host.flags.writeable = False
         self.host = host
         self.shared = self.borrowed = False
@@ -133,6 +155,7 @@ class Storage:
             self.host.flags.writeable = False
         if changed:
             self.device_valid = False
+            self.parts = None
 
     def write_host(self, key, value, owner) -> None:
         host = self.writable_host()
@@ -147,6 +170,7 @@ class Storage:
         host = self.writable_host()
         self.editing += 1
         self.device_valid = False
+        self.parts = None
         return host
 
     def end_edit(self) -> None:
@@ -170,8 +194,12 @@ class Storage:
             buf = rt.allocate(self.nbytes)
             if self.nbytes:
                 cl.enqueue_copy(rt.queue, buf, self.buffer, byte_count=self.nbytes)
+        parts = None
+        if self.parts is not None and host is None and buf is None:
+            parts = self.parts.copy()          # a distributed result stays distributed
         return Storage(host, buf, rt, self.shape, self.dtype, buf is not None,
-                       host is not None and host is self.host, False)
+                       host is not None and host is self.host, False, parts,
+                       self.distribution)
 
     # -- parts of the device copy -----------------------------------------------------------
     def read_part(self, sel: Selection):

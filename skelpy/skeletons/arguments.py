@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..containers import Container, IndexMatrix, IndexSpace, IndexVector, as_container
+from ..containers.index_spaces import IndexMatrixPart, IndexVectorPart
 from ..dtypes import c_type, check_dtype, storage_c_type
 from ..errors import DTypeError, ShapeError
 from ..muscle.params import IndexPoint, Scalar, global_array
@@ -114,11 +115,49 @@ class IndexMatrixInput:
     data_dtype = None
 
 
-Input = ContainerInput | IndexVectorInput | IndexMatrixInput
+@dataclass(frozen=True, eq=False)
+class IndexVectorPartInput(IndexVectorInput):
+    """Part of an IndexVector on one device of a group: the index plus the part's start."""
+
+    def declarations(self, k: int) -> list[str]:
+        return [f"const long idx_start{k}"]
+
+    def read(self, k: int, index: str) -> str:
+        return f"((long)({index}) + idx_start{k})"
+
+    def vector_read(self, k: int, index: str, component: str) -> str:
+        return self.read(k, index)
+
+    def kernel_args(self, value, rt) -> list:
+        return [np.int64(value.start)]
+
+
+@dataclass(frozen=True, eq=False)
+class IndexMatrixPartInput(IndexMatrixInput):
+    """Rows of an IndexMatrix on one device of a group: rows counted from the part's start."""
+
+    def declarations(self, k: int) -> list[str]:
+        return ["const long idx_cols", f"const long idx_start{k}"]
+
+    def read(self, k: int, index: str) -> str:
+        return (f"((long)({index})) / idx_cols + idx_start{k}, "
+                f"((long)({index})) % idx_cols")
+
+    def vector_read(self, k: int, index: str, component: str) -> str:
+        return self.read(k, index)
+
+    def kernel_args(self, value, rt) -> list:
+        return [np.int64(value.shape[1]), np.int64(value.start)]
+
+
+Input = (ContainerInput | IndexVectorInput | IndexMatrixInput | IndexVectorPartInput
+         | IndexMatrixPartInput)
 
 
 _INDEX_VECTOR = IndexVectorInput()
 _INDEX_MATRIX = IndexMatrixInput()
+_INDEX_VECTOR_PART = IndexVectorPartInput()
+_INDEX_MATRIX_PART = IndexMatrixPartInput()
 _CONTAINER_KINDS: dict[tuple, ContainerInput] = {}
 
 
@@ -126,9 +165,9 @@ def input_kind(value) -> Input:
     """The kind of an input (a container or an index space); one object per kind, so that a
     repeated call's signature hashes and compares fast."""
     if isinstance(value, IndexVector):
-        return _INDEX_VECTOR
+        return _INDEX_VECTOR_PART if isinstance(value, IndexVectorPart) else _INDEX_VECTOR
     if isinstance(value, IndexMatrix):
-        return _INDEX_MATRIX
+        return _INDEX_MATRIX_PART if isinstance(value, IndexMatrixPart) else _INDEX_MATRIX
     if isinstance(value, IndexSpace):
         raise DTypeError(f"unsupported index space {value!r}")
     key = (value.dtype, value.ndim)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import runtime as _rt
 from .. import tuner
+from ..distribution import elementwise as distributed_elementwise
 from ..containers import (
     Container,
     IndexMatrix,
@@ -113,6 +114,12 @@ class _Elementwise(Skeleton):
         """The OpenCL C program a call with these arguments builds (see Skeleton.source)."""
         return super().source(*args, params=params, out_dtype=out_dtype)
 
+    def classify(self, args, out_dtype=None):
+        """A call's arguments checked and classified: (input containers or index spaces, their
+        shape, extra argument values); for a call on a device group."""
+        _plan, inputs, shape, _descs, extras = self._signature(args, out_dtype)
+        return inputs, shape, extras
+
     def _describe(self, args, out_dtype=None):
         plan, _inputs, shape, _descs, _vals = self._signature(args, out_dtype)
         return plan, _dataset(plan, shape)
@@ -133,10 +140,18 @@ class _Elementwise(Skeleton):
             plan = self._plans[sig] = self._make_plan(kinds, extras_desc, odt)
         return plan, inputs, shape, extras_desc, extras_val
 
-    def _call(self, args, params, out_dtype):
+    def run_on(self, rt: _rt.Runtime, args, params=None, out_dtype=None):
+        """The call on one device's runtime ``rt``, whatever is in use (a part of a call on a
+        device group: ``skelpy.distribution``)."""
+        return self._call(args, params, out_dtype, rt)
+
+    def _call(self, args, params, out_dtype, rt=None):
+        if rt is None:
+            rt = _rt.current()
+            if rt.group is not None:                     # several devices at once
+                return distributed_elementwise.run(self, args, params, out_dtype)
         plan, inputs, shape, extras_desc, extras_val = self._signature(args, out_dtype)
         forced = self._check_params_arg(params)
-        rt = _rt.current()
         plan.check_device(rt)
 
         n = math.prod(shape)
@@ -168,7 +183,8 @@ class _Elementwise(Skeleton):
         outcome = self._run_tuned(plan, rt, _dataset(plan, shape), forced, run)
         out.mark_device_written()
         self._record(outcome, launched["g"], launched["l"])
-        if forced is None and out_dtype is None and outcome.ticket is not None:
+        if forced is None and out_dtype is None and outcome.ticket is not None \
+                and rt.group is None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
                                          launched["g"], launched["l"])
         return out
@@ -186,9 +202,9 @@ class _Elementwise(Skeleton):
         for a in args[:n_in]:
             if isinstance(a, Container):
                 specs.append((type(a), a.dtype, a.shape, None))
-            elif isinstance(a, IndexMatrix):
+            elif type(a) is IndexMatrix:
                 specs.append((IndexMatrix, None, a.shape, np.int64(a.shape[1])))
-            elif isinstance(a, IndexVector):
+            elif type(a) is IndexVector:
                 specs.append((IndexVector, None, a.shape, None))
             else:
                 return None                # an ndarray is wrapped (and uploaded) per call
