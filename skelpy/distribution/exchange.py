@@ -11,6 +11,9 @@ move and call an :class:`Exchange`:
 ``allreduce(values, fold)`` those values folded in device order (deterministic) -> a host value
 ``exscan(values, scan)``   for each device, the fold of the values of the devices before it
 
+In the small collectives a device with nothing to contribute (no rows) passes no value: the
+others' values are folded, in rank order.
+
 Ranks are the positions of the devices in the group. :class:`InProcessExchange` drives every rank
 of a group in this process: device -> pinned host memory (``CL_MEM_ALLOC_HOST_PTR``, mapped
 once) -> device, ordered by events across the devices' queues of the group's one context, never
@@ -98,8 +101,8 @@ class Exchange:
 
     def allgather(self, values: Mapping[int, Span], nbytes: int,
                   out: Mapping[int, Any]) -> None:
-        """Device ``r``'s ``nbytes`` at ``values[r]``, for every r in rank order, into the
-        buffer ``out[q]`` of every local rank q."""
+        """The ``nbytes`` at ``values[r]`` of every rank r that has one, in rank order, into
+        the buffer ``out[q]`` of every local rank q."""
         raise NotImplementedError
 
     def allreduce(self, values: Mapping[int, Span], nbytes: int,
@@ -111,9 +114,9 @@ class Exchange:
 
     def exscan(self, values: Mapping[int, Span], nbytes: int,
                scan: Callable[[Any, Any, int], Any]) -> dict[int, Span]:
-        """For each local rank r, where the fold of the values of ranks 0..r-1 lies on its
-        device: ``scan(runtime, buffer, count)`` scans ``count`` gathered values exclusively
-        on a device and returns the buffer of the results."""
+        """For each local rank r with a value, where the fold of the values of the ranks
+        before it lies on its device: ``scan(runtime, buffer, count)`` scans ``count``
+        gathered values exclusively on a device and returns the buffer of the results."""
         raise NotImplementedError
 
     def finish(self) -> None:
@@ -261,32 +264,31 @@ class InProcessExchange(Exchange):
 
     # -- small collectives ---------------------------------------------------------------------
     def _gather(self, values, nbytes: int, ranks: Sequence[int]) -> dict[int, Any]:
-        """All values into a fresh device buffer on each of ``ranks`` (rank order)."""
-        out = {r: self.runtimes[r].allocate(nbytes * self.size) for r in ranks}
-        moves = [Move(values[s], Span(r, out[r], s * nbytes), nbytes)
-                 for r in ranks for s in range(self.size)]
-        self.move(moves)
+        """The values (rank order) into a fresh device buffer on each of ``ranks``."""
+        out = {r: self.runtimes[r].allocate(nbytes * max(len(values), 1)) for r in ranks}
+        self.allgather(values, nbytes, out)
         return out
 
     def allgather(self, values, nbytes, out):
-        moves = [Move(values[s], Span(r, out[r], s * nbytes), nbytes)
-                 for r in out for s in range(self.size)]
+        moves = [Move(values[s], Span(r, out[r], k * nbytes), nbytes)
+                 for r in out for k, s in enumerate(sorted(values))]
         self.move(moves)
 
     def allreduce(self, values, nbytes, fold):
-        # one process drives every rank: the fold runs once, on the first device
-        root = self.local[0]
+        # one process drives every rank: the fold runs once, on the first device with a value
+        root = min(values)
         gathered = self._gather(values, nbytes, [root])[root]
         rt = self.runtimes[root]
-        result = fold(rt, gathered, self.size)
+        result = fold(rt, gathered, len(values))
         host = np.empty(nbytes, np.uint8)
         rt.download(host, result)
         return host
 
     def exscan(self, values, nbytes, scan):
-        gathered = self._gather(values, nbytes, self.local)
-        return {r: Span(r, scan(self.runtimes[r], gathered[r], self.size), r * nbytes)
-                for r in self.local}
+        ranks = sorted(values)
+        gathered = self._gather(values, nbytes, ranks)
+        return {r: Span(r, scan(self.runtimes[r], gathered[r], len(ranks)), k * nbytes)
+                for k, r in enumerate(ranks)}
 
     def finish(self):
         for rt in self.runtimes:

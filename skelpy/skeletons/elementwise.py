@@ -16,7 +16,6 @@ import numpy as np
 
 from .. import runtime as _rt
 from .. import tuner
-from ..distribution import elementwise as distributed_elementwise
 from ..containers import (
     Container,
     IndexMatrix,
@@ -26,6 +25,7 @@ from ..containers import (
     Vector,
     empty_like_shape,
 )
+from ..distribution import elementwise as distributed_elementwise
 from ..dtypes import storage_c_type
 from ..errors import DTypeError, ShapeError
 from ..tuner.space import Param, ParamSpace, pow2_range
