@@ -175,7 +175,7 @@ class InProcessExchange(Exchange):
                 best = p
         if best is None:
             size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
-            best = _Pinned(self.group.context, self.runtimes[0].queue, size)
+            best = _Pinned(self.group.context, self.copy_queues[0], size)
             self._pool.append(best)
             self._trim()
         return best
