@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import runtime as _rt
 from ..containers import Matrix, empty_like_shape
+from ..distribution import stencil as distributed_stencil
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..errors import CallError, DTypeError, ParameterError, ShapeError, TranslationError
 from ..muscle.params import Scalar, global_array
@@ -123,6 +124,8 @@ class Stencil(Skeleton):
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
+        if rt.group is not None:                         # several devices at once
+            return distributed_stencil.run(self, src, extras, iterations, forced, out_dtype)
         bound = self._bind(src, extras, out_dtype)
         if iterations > 1 or (forced is not None and set(forced) & set(_temporal.NAMES)):
             out = self._iterate_temporal(bound, src, extras, iterations, forced, out_dtype, rt)
@@ -224,6 +227,10 @@ class Stencil(Skeleton):
         if not isinstance(c, Matrix):
             raise self._error(ShapeError, f"a Stencil needs a 2-D Matrix, got {c!r}")
         return c
+
+    def bind(self, src: Matrix, extras: Sequence, out_dtype=None) -> BoundStencil:
+        """The plan and extra arguments of a call on ``src`` (for a call on a device group)."""
+        return self._bind(src, extras, out_dtype)
 
     def _bind(self, src: Matrix, extras: Sequence, out_dtype) -> BoundStencil:
         """The plan and kernel arguments for one input dtype and these extras."""
@@ -523,6 +530,21 @@ class StencilSequence:
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
+        if rt.group is not None:                         # several devices at once
+            for i in range(len(self.stages)):
+                self._bind_stage(i, src, extras)         # the checks, before anything runs
+            cur, per_stage = distributed_stencil.run_sequence(self, src, extras, iterations,
+                                                              stage_params)
+        else:
+            cur, per_stage = self._run_stages(src, extras, iterations, stage_params, rt)
+        self.last_launches = []
+        for stage, launches in zip(self.stages, per_stage):
+            stage.last_launch = merge_launches(stage.kind, launches)
+            self.last_launches.append(stage.last_launch)
+        self._summarise(iterations)
+        return cur
+
+    def _run_stages(self, src, extras, iterations, stage_params, rt):
         per_stage: list[list] = [[] for _ in self.stages]
         decided: dict = {}
         cur = src
@@ -534,10 +556,10 @@ class StencilSequence:
                 bound.launch(rt, cur, dst, stage._check_params_arg(stage_params[i]), decided,
                              per_stage[i], key=i)
                 cur = dst
-        self.last_launches = []
-        for stage, launches in zip(self.stages, per_stage):
-            stage.last_launch = merge_launches(stage.kind, launches)
-            self.last_launches.append(stage.last_launch)
+        return cur, per_stage
+
+    def _summarise(self, iterations: int) -> None:
+        """``last_launch``: every stage's parameters, events and refusals."""
         events = [e for ln in self.last_launches for e in ln.events]
         refused = [r for ln in self.last_launches for r in ln.refused]
         last = self.last_launches[-1]
@@ -546,7 +568,6 @@ class StencilSequence:
             last.global_size, last.local_size, events, refused,
             "+".join(sorted({ln.source for ln in self.last_launches})))
         self.last_launch.iterations = iterations
-        return cur
 
     @checked_signature
     def source(self, m, *extras, params: Mapping | Sequence[Mapping | None] | None = None
