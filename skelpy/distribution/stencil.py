@@ -12,9 +12,11 @@ them, then computes its interior while they travel (``overlap``). The halo depth
 tuned parameter of the call (``params={"k": 2}`` forces it); each device's kernel parameters
 are tuned for that device and part as on one device.
 
-Between exchanges each device runs single steps of the window kernel (not the temporal path
-of ``stencil_temporal``: its passes would need the same window; with k-deep halos a device
-already exchanges only every k steps).
+Iterations take the temporal path where one device would (``stencil_temporal``, t steps per
+pass, chosen by each device's tuner): then a round is one pass of t steps per device over its
+part (k = t, the halo t x the reach deep), the pass's window kernel applying the border rule
+itself where a part reaches the first or last row of the matrix; otherwise each device runs
+single steps of the window kernel between exchanges.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = ["run", "run_sequence", "K_VALUES", "GROUP_PARAMS"]
 
 K_VALUES = (1, 2, 3, 4, 6, 8, 12, 16)
 GROUP_PARAMS = ("k", "overlap")
+TEMPORAL_NAMES = ("t", "tb_wc", "tb_wr", "tb_rows", "tb_cc", "tb_ring", "tb_unroll")
 WINDOW = ("-DSKP_ROW_WINDOW=1",)
 
 
@@ -51,10 +54,7 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
     group = _rt.current().group
     forced = dict(forced or {})
     wanted = {k: forced.pop(k) for k in GROUP_PARAMS if k in forced}
-    if any(k.startswith("tb_") or k == "t" for k in forced):
-        raise ParameterError(f"{skel.origin}: params {sorted(forced)}: the temporal path runs "
-                             "on one device; on a device group use k (steps between halo "
-                             "exchanges) and the kernel's parameters")
+    passes = {k: forced.pop(k) for k in TEMPORAL_NAMES if k in forced}
     bound = skel.bind(src, extras, out_dtype)
     if bound.out_dtype != src.dtype and iterations > 1:
         first = run(skel, src, extras, 1, {**forced, **wanted}, out_dtype)
@@ -65,6 +65,10 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
         return empty_like_shape(src.shape, bound.out_dtype, group.runtimes[0])
     job = _Job(skel, bound, group, src, iterations, forced or None)
     job.overlap = bool(wanted.get("overlap", True))
+    if iterations > 1 or passes:
+        temporal = _Temporal.of(job, out_dtype, passes, wanted.get("k"))
+        if temporal is not None:
+            return Matrix.from_parts(temporal.run())
     return Matrix.from_parts(job.decide_and_run(wanted.get("k")))
 
 
@@ -346,3 +350,160 @@ class _Job:
         self.launches.setdefault(rank, []).append(_rt.Launch(skel.kind, dict(point), g, loc,
                                                              evs, source="repeat"))
         return evs[-1]
+
+
+class _Temporal:
+    """Iterations in passes of t steps on every device, the halo exchanged between passes."""
+
+    @classmethod
+    def of(cls, job: _Job, out_dtype, passes: dict, forced_k) -> _Temporal | None:
+        """The temporal run of ``job``, or None where single steps run instead (the tuner
+        chose t = 1, the stencil has no temporal kernel or reads extra matrices, or a part
+        is too small for the pass's border rule)."""
+        skel, bound = job.skel, job.bound
+        tplan = skel.temporal_plan(bound, job.src, out_dtype)
+        unsupported = isinstance(tplan, str) or any(isinstance(d, MatrixExtra)
+                                                    for d in bound.descs)
+        if unsupported:
+            if passes and passes.get("t", 2) != 1:
+                why = tplan if isinstance(tplan, str) else "it reads extra matrices"
+                raise ParameterError(f"{skel.origin}: params {passes}: this stencil cannot run "
+                                     f"several steps per pass on a device group ({why})")
+            return None
+        points = {}
+        for r in range(job.group.size):
+            lo, hi = job.ranges[r]
+            if hi <= lo:
+                continue
+            rt = job.group.runtimes[r]
+            space = tplan.space(rt)
+            req = tuner.TuningRequest(
+                skeleton="stencil", kernel_key=tplan.kernel_key, device=rt.device,
+                space=space, features=tplan.features, origin=skel.origin,
+                dataset={"n": float((hi - lo) * job.cols), "rows": float(hi - lo),
+                         "cols": float(job.cols), "dtype_size": float(tplan.itemsize),
+                         "iterations": float(job.iterations)},
+                forced=dict(passes) if passes else None)
+            try:
+                point, _source = tuner.choose_params(req)
+            except ParameterError as exc:
+                raise ParameterError(f"{skel.origin}: {exc}") from None
+            if points:                         # every device passes the same t steps
+                first = next(iter(points.values()))
+                point = space.normalise({"t": first["t"]}, base=point)
+            points[r] = dict(point)
+        t = int(next(iter(points.values()))["t"])
+        if t == 1:
+            return None
+        if forced_k is not None and forced_k != t:
+            raise ParameterError(f"{skel.origin}: k={forced_k} with passes of t={t} steps: on "
+                                 "a device group a pass spans the steps between exchanges "
+                                 "(force t, or t=1 for single steps and k)")
+        self = cls(job, tplan, points, t)
+        return self if self.feasible() else None
+
+    def __init__(self, job: _Job, tplan, points: dict, t: int):
+        self.job, self.tplan, self.points, self.t = job, tplan, points, t
+        hn, hs = tplan.hold
+        self.h = t * max(hn, hs)
+        self.rp = RowPlan(job.ranges, job.rows, job.north, job.south, job.mode, self.h)
+
+    def region(self, rank: int) -> tuple[int, int]:
+        """The rows device ``rank``'s pass sees as its matrix: its held rows, without the
+        ghost rows beyond the first and last row (the pass's border rule stands for them)."""
+        a, b = self.rp.held(rank)
+        if self.job.mode != "wrap":
+            a, b = max(a, 0), min(b, self.job.rows)
+        return a, b
+
+    def feasible(self) -> bool:
+        """Every part's region is the whole matrix, or longer than twice the reach (so that
+        the pass's border rule near an edge of the matrix reads rows of its region)."""
+        job = self.job
+        for r in self.rp.active:
+            a, b = self.region(r)
+            whole = (a, b) == (0, job.rows) and job.mode != "wrap"
+            if not whole and b - a <= 2 * max(job.reach, 1):
+                return False
+        return True
+
+    def run(self) -> Parts:
+        job = self.job
+        group = job.group
+        job.launches, job.exchange_events = {}, []
+        with job.skel._naming_errors():
+            inp = job.src.storage.parts
+            if inp is None or inp.group is not group or inp.dist.name != "overlap" \
+                    or inp.dist.halo < self.h:
+                inp = distributed(job.src, group, Overlap(self.h))
+            if inp.dist.halo != self.h:
+                self.h = inp.dist.halo
+                self.rp = RowPlan(job.ranges, job.rows, job.north, job.south, job.mode, self.h)
+            job.rp, job.local_ghosts = self.rp, True
+            bufs = [allocate(group, inp.dist, inp.shape, inp.dtype) for _ in range(2)]
+            self.extra_args = job._extras(self.rp)
+        key = ("wrap", job.skel.cval) if job.mode == "wrap" else None
+        if not inp.halo_valid or (key is not None and inp.ghosts != key):
+            job._exchange(inp)
+        inp.halo_valid, inp.ghosts = True, key
+        cur, nxt, done = inp, 0, 0
+        while done < job.iterations:
+            kk = min(self.t, job.iterations - done)
+            more = done + kk < job.iterations
+            dst = bufs[nxt]
+            nxt ^= 1
+            self._round(cur, dst, kk, more)
+            cur, done = dst, done + kk
+        skel = job.skel
+        skel.last_launch = group_launch(skel.kind, [ln for r in sorted(job.launches)
+                                                    for ln in job.launches[r]])
+        skel.last_launch.iterations = job.iterations
+        skel.last_launch.k = self.t
+        skel.last_launch.exchange_events = list(job.exchange_events)
+        cur.halo_valid, cur.ghosts = False, None
+        return cur
+
+    def _round(self, cur: Parts, dst: Parts, kk: int, more: bool) -> None:
+        """One pass of kk steps on every device; with ``more``, dst's halo exchanged after
+        (its boundary rows computed first, sent while the interior is computed)."""
+        job, h = self.job, self.h
+        split = more and job.overlap and h > 0
+        after, interiors = {}, []
+        for r in self.rp.active:
+            lo, hi = job.ranges[r]
+            if split and hi - lo > 2 * h:
+                after[r] = [self._pass(r, cur, dst, kk, lo, lo + h),
+                            self._pass(r, cur, dst, kk, hi - h, hi)]
+                interiors.append((r, lo + h, hi - h))
+            else:
+                after[r] = [self._pass(r, cur, dst, kk, lo, hi)]
+        if not more:
+            return
+        if not split:
+            job._exchange(dst)
+            return
+        moved = job.ex.move(job._moves(dst, self.rp.halo_transfers(False)), after=after,
+                            overlap=True)
+        for r, a, b in interiors:
+            self._pass(r, cur, dst, kk, a, b)
+        for r in self.rp.active:
+            waits = moved.received.get(r, []) + moved.sent.get(r, [])
+            if waits:
+                cl.enqueue_barrier(job.group.runtimes[r].queue, wait_for=waits)
+        job.exchange_events += [e for evs in moved.received.values() for e in evs]
+        job.exchange_events += [e for evs in moved.sent.values() for e in evs]
+
+    def _pass(self, rank: int, cur: Parts, dst: Parts, kk: int, a: int, b: int):
+        """A pass of kk steps on device ``rank`` outputting rows [a, b) (matrix rows)."""
+        job = self.job
+        rt = job.group.runtimes[rank]
+        part = cur.parts[rank]
+        ra, rb = self.region(rank)
+        point = dict(self.points[rank], t=kk)
+        window = (a - ra, b - ra, (ra - part.first) * job.cols)
+        ev = self.tplan.launch_pass(rt, point, dst.parts[rank].buffer, part.buffer, rb - ra,
+                                    job.cols, self.extra_args[rank], window=window)
+        geo = self.tplan.geometry(point, b - a, job.cols)
+        job.launches.setdefault(rank, []).append(_rt.Launch(
+            "stencil", point, geo.global_size, geo.local_size, [ev], source="temporal"))
+        return ev

@@ -41,6 +41,11 @@
  * call, in terms of skp_win, skp_idx, skp_gr, skp_gc, rows, cols).
  * Launch macros: SKP_TB_T (steps per pass), SKP_TB_CC, SKP_TB_RING, SKP_TB_UNROLL (1: the
  * walk unrolled by the rotation period).
+ *
+ * SKP_ROW_WINDOW (1 on a device group, distribution/stencil.py): in and out point `offset`
+ * elements into one device's part, whose `rows` rows hold its own rows and the halo a pass
+ * reads (and where the part reaches the first or last row of the matrix, nothing beyond it:
+ * the border rule applies there as above); the pass outputs rows [row_lo, row_hi) only.
  */
 
 #ifndef SKP_TB_T
@@ -78,6 +83,17 @@
 #define SKP_TB_REDIRECT (SKP_MODE == SKP_MODE_NEAREST || SKP_MODE == SKP_MODE_REFLECT \
                          || SKP_MODE == SKP_MODE_MIRROR)
 
+#ifndef SKP_ROW_WINDOW
+#define SKP_ROW_WINDOW 0
+#endif
+#if SKP_ROW_WINDOW
+#define SKP_TB_WINDOW_DECL , const int row_lo, const int row_hi, const long offset
+#define SKP_TB_ROW_START row_lo
+#else
+#define SKP_TB_WINDOW_DECL
+#define SKP_TB_ROW_START 0
+#endif
+
 #if SKP_TB_RING
 /* local row of stage s holding the row exchanged at walk step e (plane = s * P + e mod P) */
 #define SKP_TB_PLANE(s, slot) ((s) * SKP_TB_P + (slot))
@@ -105,14 +121,19 @@ __kernel void skelpy_stencil_temporal(__global SKP_ST* restrict out,
                                       const int rows, const int cols,
                                       const int chunk, const int wout,
                                       __local SKP_ST* restrict lds
-                                      SKP_TB_EXTRA_DECL)
+                                      SKP_TB_WINDOW_DECL SKP_TB_EXTRA_DECL)
 {
+#if SKP_ROW_WINDOW
+    in += offset;
+    out += offset;
+#endif
     const int lc = (int)get_local_id(0), ls = (int)get_local_id(1);
     const int nxw = (int)get_local_size(0), nstr = (int)get_local_size(1);
     const int nx = nxw * SKP_TB_CC;
     const int c0 = (int)get_group_id(0) * wout;            /* first output column */
     const int cbase = c0 - SKP_TB_T * SKP_TB_GW;           /* column of local index 0 */
-    const int r0 = ((int)get_group_id(1) * nstr + ls) * chunk;   /* first output row */
+    /* first output row */
+    const int r0 = SKP_TB_ROW_START + ((int)get_group_id(1) * nstr + ls) * chunk;
     const int base = r0 - SKP_TB_T * SKP_TB_HN;            /* row loaded at step 0 */
     const int nsteps = chunk + SKP_TB_T * SKP_TB_LAG + SKP_TB_T * SKP_TB_HN - 1;
 
@@ -282,7 +303,11 @@ __kernel void skelpy_stencil_temporal(__global SKP_ST* restrict out,
 #endif
                 if (s + 1 < SKP_TB_T)
                     cur[s + 1 < SKP_TB_T ? s + 1 : 0][m] = v;
-                else if (outcol[m] && rin && jr >= r0 && jr < r0 + chunk)
+                else if (outcol[m] && rin && jr >= r0 && jr < r0 + chunk
+#if SKP_ROW_WINDOW
+                         && jr < row_hi
+#endif
+                         )
                     out[skp_idx] = v;
             }
         }

@@ -161,26 +161,7 @@ class Stencil(Skeleton):
         not apply (then single steps run)."""
         if forced is not None and not set(forced) & set(_temporal.NAMES):
             return None
-        key = id(bound.plan)
-        cache = self.__dict__.setdefault("_temporal_plans", {})
-        if bound.out_dtype != src.dtype:
-            cache[key] = (bound.plan, f"the muscle turns {src.dtype} into {bound.out_dtype}")
-        if key not in cache:
-            kinds = {ScalarArg: "scalar", MatrixExtra: "matrix", VectorExtra: "vector"}
-            shape = bound.plan.shape
-            try:
-                tplan = _temporal.TemporalPlan(
-                    self.muscle, src.dtype,
-                    [_temporal.Extra(kinds[type(d)], d.dtype, getattr(d, "weak", False))
-                     for d in bound.descs],
-                    (shape.north, shape.south, shape.east, shape.west), self.border,
-                    lambda dt: cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
-                    out_dtype=self.out_dtype if out_dtype is None else out_dtype,
-                    polish=_unroll_hints)
-            except _temporal.Unsupported as exc:
-                tplan = str(exc)
-            cache[key] = (bound.plan, tplan)      # the plan kept alive keeps its id unique
-        tplan = cache[key][1]
+        tplan = self.temporal_plan(bound, src, out_dtype)
         if isinstance(tplan, str):
             if forced is None:
                 return None
@@ -203,6 +184,29 @@ class Stencil(Skeleton):
                                         single_steps, self.origin)
         self.last_launch = launch if launch is not None else merge_launches(self.kind, ran)
         return out
+
+    def temporal_plan(self, bound, src, out_dtype=None):
+        """The temporal plan of a call (``stencil_temporal``), or why it has none (a str)."""
+        key = id(bound.plan)
+        cache = self.__dict__.setdefault("_temporal_plans", {})
+        if bound.out_dtype != src.dtype:
+            cache[key] = (bound.plan, f"the muscle turns {src.dtype} into {bound.out_dtype}")
+        if key not in cache:
+            kinds = {ScalarArg: "scalar", MatrixExtra: "matrix", VectorExtra: "vector"}
+            shape = bound.plan.shape
+            try:
+                tplan = _temporal.TemporalPlan(
+                    self.muscle, src.dtype,
+                    [_temporal.Extra(kinds[type(d)], d.dtype, getattr(d, "weak", False))
+                     for d in bound.descs],
+                    (shape.north, shape.south, shape.east, shape.west), self.border,
+                    lambda dt: cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
+                    out_dtype=self.out_dtype if out_dtype is None else out_dtype,
+                    polish=_unroll_hints)
+            except _temporal.Unsupported as exc:
+                tplan = str(exc)
+            cache[key] = (bound.plan, tplan)      # the plan kept alive keeps its id unique
+        return cache[key][1]
 
     @checked_signature
     def source(self, m, *extras, params: Mapping | None = None, out_dtype=None) -> str:

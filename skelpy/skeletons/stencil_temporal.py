@@ -19,6 +19,7 @@ the iterations in passes, the last pass taking the remainder.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -253,8 +254,10 @@ class TemporalPlan:
             "west": float(west), "border": float(_MODES[border]),
             "n_extras": float(len(self.extras)), "in_dtype_size": float(self.itemsize),
             "out_dtype_size": float(self.itemsize), "temporal": 1.0})
-        self._kernels: dict = {}
-        self._spaces: dict = {}
+        # per runtime (weakly: a runtime that goes must not be mistaken for a new one at the
+        # same address, which an id() key would)
+        self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._spaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def _specialise(self, muscle: Muscle, dtype, out_dtype, c_name: str):
         """The muscle for the private window; extra matrices it reads off the cell are read
@@ -357,7 +360,7 @@ class TemporalPlan:
         """The passes the tuner chooses among on this device (cached per runtime). ``t = 1``
         is one point, the single-step kernel (whose own launch parameters it tunes
         separately); on CPUs it is the only point tuned over, the others can be forced."""
-        sp = self._spaces.get(id(rt))
+        sp = self._spaces.get(rt)
         if sp is not None:
             return sp
         dev = rt.device
@@ -385,25 +388,34 @@ class TemporalPlan:
             nearest = sp.nearest(sp.default)
             if nearest is not None:
                 sp.default = nearest
-        self._spaces[id(rt)] = sp
+        self._spaces[rt] = sp
         return sp
 
     # -- running -----------------------------------------------------------------------------
-    def kernel(self, rt: _rt.Runtime, point: Mapping):
-        opts = self.macros(point)
-        k = self._kernels.get((id(rt), opts))
+    def kernel(self, rt: _rt.Runtime, point: Mapping, extra: tuple[str, ...] = ()):
+        opts = self.macros(point) + extra
+        kernels = self._kernels.setdefault(rt, {})
+        k = kernels.get(opts)
         if k is None:
             prg = rt.build(self.source, opts)
-            k = self._kernels[(id(rt), opts)] = rt.kernel(prg, self.kernel_name)
+            k = kernels[opts] = rt.kernel(prg, self.kernel_name)
         return k
 
     def launch_pass(self, rt: _rt.Runtime, point: Mapping, dst, src, rows: int, cols: int,
-                    extra_args: Sequence):
-        """One pass of ``point['t']`` steps, buffer src -> buffer dst; returns the event."""
-        geo = self.geometry(point, rows, cols)
+                    extra_args: Sequence, window: tuple[int, int, int] | None = None):
+        """One pass of ``point['t']`` steps, buffer src -> buffer dst; returns the event.
+        ``window`` (row_lo, row_hi, offset), on a device group: output rows [row_lo, row_hi)
+        of the ``rows`` rows that start ``offset`` elements into the buffers."""
+        if window is None:
+            geo = self.geometry(point, rows, cols)
+            extra, win = (), []
+        else:
+            lo, hi, offset = window
+            geo = self.geometry(point, hi - lo, cols)
+            extra, win = _WINDOW, [np.int32(lo), np.int32(hi), np.int64(offset)]
         args = [dst, src, np.int32(rows), np.int32(cols), np.int32(geo.chunk),
-                np.int32(geo.wout), cl.LocalMemory(max(geo.local_bytes, 1)), *extra_args]
-        return rt.launch(self.kernel(rt, point), geo.global_size, geo.local_size, args,
+                np.int32(geo.wout), cl.LocalMemory(max(geo.local_bytes, 1)), *win, *extra_args]
+        return rt.launch(self.kernel(rt, point, extra), geo.global_size, geo.local_size, args,
                          params=dict(point), skeleton="stencil")
 
     def run(self, rt: _rt.Runtime, point: Mapping, src, rows: int, cols: int,
@@ -428,6 +440,7 @@ class TemporalPlan:
         return cur, k, events
 
 
+_WINDOW = ("-DSKP_ROW_WINDOW=1",)
 _SINGLE = {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0,
            "tb_unroll": 0}
 
