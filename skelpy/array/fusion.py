@@ -147,7 +147,7 @@ def skeleton_for(program: Program) -> ZipN:
         if sk is not None:
             _SKELETONS.move_to_end(program.key)
             return sk
-        sk = ZipN(_muscle(program), len(program.leaves))
+        sk = ZipN(_muscle(program), len(program.leaves), description=program.text)
         _SKELETONS[program.key] = sk
         while len(_SKELETONS) > MAX_CACHED_SKELETONS:
             _SKELETONS.popitem(last=False)

@@ -157,7 +157,7 @@ def matmul(a, b):
     from ..skeletons import AllPairs
     from .protocol import fallback_warning
     if not (isinstance(a, (Container, np.ndarray)) and isinstance(b, (Container, np.ndarray))
-            and np.ndim(a) == 2 and np.ndim(b) == 2):
+            and a.ndim == 2 and b.ndim == 2):
         fallback_warning("@ (matmul) of other than two matrices")
         return np.matmul(np.asarray(a), np.asarray(b))
     a = a if isinstance(a, Container) else Matrix(a)

@@ -182,6 +182,8 @@ class Storage:
     def writable_host(self) -> np.ndarray:
         """The host array made writable, copied first if anybody else can see it; the caller
         must call :meth:`host_written` afterwards (also when its write failed)."""
+        if self.readers:
+            self.before_write()
         host = self.sync_host()
         if self.shared:
             host = np.array(host, order="C")

@@ -374,6 +374,13 @@ class ZipN(_Elementwise):
 
     kind = "map"
 
-    def __init__(self, f, n_inputs: int, *, out_dtype=None):
+    def __init__(self, f, n_inputs: int, *, out_dtype=None, description: str = ""):
         super().__init__(f, out_dtype=out_dtype)
         self.n_inputs = int(n_inputs)
+        self.description = description
+
+    def source(self, *args, params: Mapping | None = None, out_dtype=None) -> str:
+        """The program a call builds (see Skeleton.source), after a comment naming the
+        expression it computes (inputs ``a0, a1, ...``, constants ``c0, ...``)."""
+        head = f"/* skelpy.array fused: {self.description} */\n" if self.description else ""
+        return head + super().source(*args, params=params, out_dtype=out_dtype)
