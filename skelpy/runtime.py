@@ -403,27 +403,73 @@ def _error_code(exc: cl.Error) -> int | None:
 
 _current: Runtime | None = None
 _current_lock = threading.Lock()
+_runtimes: dict[Device, Runtime] = {}
+_auto = False
+_auto_list: list[Runtime] | None = None
+
+
+def runtime_of(device: Device) -> Runtime:
+    """The one runtime of ``device`` in this process (opened on first use)."""
+    rt = _runtimes.get(device)
+    if rt is None:
+        with _current_lock:
+            rt = _runtimes.get(device)
+            if rt is None:
+                rt = _runtimes[device] = Runtime(device)
+    return rt
 
 
 def use(device=None) -> Device:
     """Choose the device for all later skeleton calls: a :class:`Device`, an index into
-    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name."""
-    global _current
+    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name.
+    ``"auto"``: each call runs on the device with the lowest predicted time for it
+    (``skelpy.costmodel``); the default device is returned."""
+    global _current, _auto
+    if isinstance(device, str) and device.strip().lower() == "auto":
+        chosen = _select(None, devices())
+        with _current_lock:
+            _auto, _current = True, None
+        return chosen
     chosen = _select(device, devices())
+    rt = runtime_of(chosen)
     with _current_lock:
-        if _current is None or _current.device != chosen:
-            _current = Runtime(chosen)
+        _auto, _current = False, rt
     return chosen
 
 
 def current() -> Runtime:
-    """The runtime of the chosen device, opening the default one on first use."""
+    """The runtime of the chosen device, opening the default one on first use (in auto
+    mode, the default device's: calls choose their own through ``skelpy.costmodel``)."""
     rt = _current
     if rt is not None:
         return rt
-    use(os.environ.get("SKELPY_DEVICE") or None)
-    assert _current is not None
+    if not _auto:
+        use(os.environ.get("SKELPY_DEVICE") or None)
+        if _current is not None:
+            return _current
+    return runtime_of(_select(None, devices()))
+
+
+def fixed() -> Runtime | None:
+    """The runtime every call uses, None in auto mode (and before the first call)."""
     return _current
+
+
+def auto() -> bool:
+    """Whether each call chooses its device (``sk.use("auto")``, ``SKELPY_DEVICE=auto``)."""
+    if _current is None and not _auto and (os.environ.get("SKELPY_DEVICE") or "").strip() \
+            .lower() == "auto":
+        use("auto")
+    return _auto
+
+
+def auto_runtimes() -> list[Runtime]:
+    """The runtimes of every device (GPUs first), the candidates of a call in auto mode."""
+    global _auto_list
+    got = _auto_list
+    if got is None:
+        got = _auto_list = [runtime_of(d) for d in devices()]
+    return got
 
 
 def current_device() -> Device:

@@ -1,0 +1,244 @@
+"""The device for one call: the lowest predicted time, with a margin.
+
+For each candidate device the prediction adds the uploads of the inputs not resident there
+(an input resident on another device moves through the host: its download there plus the
+upload here), the launch, the kernel, and the download of the result when the caller will
+read it on the host. The call stays on its *incumbent* device (the one holding most of its
+input bytes; else the device the previous call of this skeleton chose; else the first
+candidate) unless another device's prediction is lower by more than the predictions' own
+measured error: [Gaspar 2022] §8.5 found a strict comparison wrong on short kernels, and
+proposed such a margin.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyopencl as cl
+
+from . import history as _history
+from . import model as _model
+from . import tuned
+from .features import Work, call_work
+from .registry import coefficients
+from .terms import DeviceCoefficients
+
+
+@dataclass
+class CallSpec:
+    """What the cost model needs to know about one skeleton call.
+
+    ``inputs`` are the containers the skeleton streams (index spaces left out), ``extras``
+    the containers the muscle reads by index. ``reads_result``: whether the caller will
+    read the result on the host (a Reduce's scalar always)."""
+
+    skeleton: str
+    kernel_key: str
+    features: Mapping[str, float]
+    dataset: Mapping[str, float]
+    inputs: Sequence[Any]
+    out_itemsize: int
+    out_bytes: int
+    reads_result: bool = False
+    extras: Sequence[Any] = ()
+    extra_reads: Mapping[str, float] | None = None
+    needs_fp64: bool = False
+    iterations: int = 1
+
+    def work(self) -> Work:
+        return call_work(self.skeleton, self.features, self.dataset,
+                         input_itemsizes=[c.dtype.itemsize for c in self.inputs],
+                         out_itemsize=self.out_itemsize, extra_reads=self.extra_reads,
+                         iterations=self.iterations)
+
+    def containers(self) -> list:
+        seen, out = set(), []
+        for c in (*self.inputs, *self.extras):
+            if id(c) not in seen:
+                seen.add(id(c))
+                out.append(c)
+        return out
+
+
+def residence(c) -> tuple[bool, Any]:
+    """(host copy valid, runtime holding a valid device copy or None) of a container."""
+    return c.residence
+
+
+def kernel_prediction(rt, spec: CallSpec, coef: DeviceCoefficients,
+                      work: Work) -> tuple[float, str]:
+    """The kernel term and where it came from: this kernel's measured time at this size
+    (the history of calls, then the tuner's store), else at the nearest measured size
+    scaled by the static model, else the static model times the device's correction."""
+    dev = rt.device
+    n = float(spec.dataset.get("n", 0.0))
+    hist = _history.history(dev.key)
+    t = hist.kernel_time(spec.kernel_key, n)
+    if t is not None:
+        return t, "history"
+    t = tuned.scenario_seconds(dev, spec.kernel_key, spec.dataset)
+    if t is not None:
+        return t * spec.iterations, "tuner"
+    static = _model.kernel_seconds(coef, work)
+    near = hist.nearest(spec.kernel_key, n)
+    candidates = []
+    if near is not None:
+        candidates.append((near.n, near.kernel_measured))
+    candidates += [(m, s * spec.iterations) for m, s in tuned.measured_sizes(dev, spec.kernel_key)]
+    if candidates and n > 0:
+        m, s = min(candidates, key=lambda p: abs(math.log(max(p[0], 1.0) / n)))
+        at_m = _model.kernel_seconds(coef, work.at_size(m / n))
+        if at_m > 0:
+            return s * static / at_m, "nearby"
+    return static * hist.correction(), "model"
+
+
+def predict(rt, spec: CallSpec, *, work: Work | None = None,
+            coef: DeviceCoefficients | None = None, label: str | None = None
+            ) -> _model.Prediction:
+    """The predicted time of ``spec`` on runtime ``rt``."""
+    coef = coef or coefficients(rt)
+    work = work or spec.work()
+    upload, moves = 0.0, []
+    for c in spec.containers():
+        on_host, holder = residence(c)
+        if holder is rt:
+            continue
+        nbytes = c.nbytes
+        if not on_host and holder is not None:        # on another device: via the host
+            upload += _model.download_seconds(coefficients(holder), nbytes)
+            moves.append((nbytes, holder.device.name))
+        upload += _model.upload_seconds(coef, nbytes)
+    kernel, source = kernel_prediction(rt, spec, coef, work)
+    download = _model.download_seconds(coef, spec.out_bytes) if spec.reads_result else 0.0
+    return _model.Prediction(label or rt.device.name, upload,
+                             _model.launch_seconds(coef, work.kernels), kernel, download,
+                             source, tuple(moves))
+
+
+@dataclass
+class DeviceChoice:
+    """Which device a call ran on and why; ``last_launch.choice`` of a skeleton.
+
+    ``predictions`` maps each candidate's label to its :class:`Prediction`. Once the call's
+    kernels finished, ``measured`` is the measured time of the parts the model predicted
+    and can observe (kernels, uploads) and ``error`` the distance ``d`` between the two."""
+
+    runtime: Any
+    label: str
+    predictions: dict[str, _model.Prediction]
+    incumbent: str
+    margin: float
+    reason: str
+    skeleton: str = ""
+    kernel_key: str = ""
+    n: float = 0.0
+    upload_measured: float = 0.0
+    events: list = field(default_factory=list)
+    recorded: bool = False
+
+    @property
+    def device(self) -> str:
+        return self.label
+
+    @property
+    def predicted(self) -> _model.Prediction:
+        return self.predictions[self.label]
+
+    def done(self) -> bool:
+        try:
+            return all(e.command_execution_status == cl.command_execution_status.COMPLETE
+                       for e in self.events)
+        except cl.Error:
+            return True
+
+    @property
+    def kernel_measured(self) -> float:
+        total = 0.0
+        for e in self.events:
+            e.wait()
+            total += (e.profile.end - e.profile.start) * 1e-9
+        return total
+
+    @property
+    def measured(self) -> float:
+        return self.kernel_measured + self.upload_measured
+
+    @property
+    def error(self) -> float:
+        p = self.predicted.kernel + self.predicted.upload
+        m = self.measured
+        return max(p, m) / min(p, m) if min(p, m) > 0 else math.inf
+
+    def record(self) -> None:
+        """Put the prediction next to the measured times in the device's history."""
+        if self.recorded or not self.events:
+            return
+        self.recorded = True
+        p = self.predicted
+        _history.record(self.runtime.device.key, _history.Record(
+            self.skeleton, self.kernel_key, self.n, p.kernel, self.kernel_measured,
+            p.upload, self.upload_measured, p.kernel_source, time.time()))
+
+    def __repr__(self) -> str:
+        preds = ", ".join(f"{k}: {v.total * 1e3:.3f} ms" for k, v in self.predictions.items())
+        return f"DeviceChoice({self.label!r}; {self.reason}; predicted {preds})"
+
+
+def labels(runtimes: Sequence) -> list[str]:
+    """Device names, numbered where two devices share one."""
+    names = [rt.device.name for rt in runtimes]
+    return [f"{n} #{k}" if names.count(n) > 1 else n for k, n in enumerate(names)]
+
+
+def incumbent_of(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> Any:
+    """The runtime a call stays on unless another is clearly faster: the one holding most
+    input bytes, else ``previous`` (the last choice for this skeleton), else the first."""
+    held: dict[int, int] = {}
+    for c in spec.containers():
+        _on_host, holder = residence(c)
+        if holder is not None and any(holder is rt for rt in runtimes):
+            held[id(holder)] = held.get(id(holder), 0) + c.nbytes
+    if held:
+        top = max(held.values())
+        for rt in runtimes:
+            if held.get(id(rt)) == top:
+                return rt
+    if previous is not None and any(previous is rt for rt in runtimes):
+        return previous
+    return runtimes[0]
+
+
+def choose(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> DeviceChoice:
+    """Predict ``spec`` on every runtime that can run it and pick one (see module doc)."""
+    usable = [rt for rt in runtimes if not spec.needs_fp64 or rt.device.has_fp64]
+    if not usable:
+        usable = list(runtimes)[:1]                   # the call reports the missing fp64
+    names = labels(usable)
+    work = spec.work()
+    preds = {lab: predict(rt, spec, work=work, label=lab)
+             for rt, lab in zip(usable, names, strict=True)}
+    by_label = dict(zip(names, usable, strict=True))
+    inc = incumbent_of(spec, usable, previous)
+    inc_label = names[[id(r) for r in usable].index(id(inc))]
+    best_label = min(preds, key=lambda k: preds[k].total)
+    if best_label == inc_label:
+        margin = 1.0
+        label, reason = inc_label, "lowest predicted time"
+    else:
+        margin = math.sqrt(_history.history(inc.device.key).error()
+                           * _history.history(by_label[best_label].device.key).error())
+        gain = preds[inc_label].total / max(preds[best_label].total, 1e-12)
+        if gain > margin:
+            label = best_label
+            reason = f"predicted {gain:.2f}x faster than {inc_label} (margin {margin:.2f})"
+        else:
+            label = inc_label
+            reason = (f"stays: {best_label} predicted only {gain:.2f}x faster (margin "
+                      f"{margin:.2f})")
+    return DeviceChoice(by_label[label], label, preds, inc_label, margin, reason,
+                        spec.skeleton, spec.kernel_key, float(spec.dataset.get("n", 0.0)))

@@ -1,0 +1,193 @@
+"""Predictions recorded next to measured times, per device: the model improves with use.
+
+Every call that the cost model placed leaves one :class:`Record`: its kernel's predicted and
+measured run time (profiling events) and its uploads' predicted and measured time (the wall
+clock around the blocking transfers). Three things are read back:
+
+- the measured kernel time of this kernel at this size (or the nearest size, scaled by the
+  static model), preferred over the static model;
+- the device's prediction error, as [Pöppl 2014] App. A.1's distance
+  ``d = max(p, m) / min(p, m)`` (geometric mean over recent calls): the margin a switch of
+  device must beat ([Gaspar 2022] §8.5);
+- the device's correction of the static model (geometric mean of measured over predicted),
+  for kernels it has not measured yet.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import files
+
+MAX_RECORDS = 4000           # per device, oldest dropped first
+RECENT = 64                  # records the error and the correction look at
+DEFAULT_ERROR = 1.3          # before any measurement: [Pöppl 2014] §6.1's mean q of 1.26-1.28
+SAVE_EVERY = 64              # write the file after this many new records (and at exit)
+
+
+@dataclass(frozen=True)
+class Record:
+    skeleton: str
+    kernel: str              # the kernel's key (its source hash)
+    n: float                 # elements (the tuner's dataset "n")
+    kernel_predicted: float
+    kernel_measured: float
+    upload_predicted: float
+    upload_measured: float
+    source: str              # where the kernel prediction came from (Prediction.kernel_source)
+    time: float
+
+    @property
+    def distance(self) -> float:
+        """[Pöppl 2014]'s ``d`` of the measured parts of the call."""
+        p = self.kernel_predicted + self.upload_predicted
+        m = self.kernel_measured + self.upload_measured
+        return max(p, m) / min(p, m) if min(p, m) > 0 else math.inf
+
+    @classmethod
+    def from_json(cls, d: Any) -> Record | None:
+        """A record from stored JSON, None for anything malformed."""
+        if not isinstance(d, Mapping):
+            return None
+        try:
+            nums = {k: float(d[k]) for k in ("n", "kernel_predicted", "kernel_measured",
+                                             "upload_predicted", "upload_measured", "time")}
+            text = {k: d[k] for k in ("skeleton", "kernel", "source")}
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not all(math.isfinite(v) and v >= 0 for v in nums.values()):
+            return None
+        if not all(isinstance(v, str) and len(v) < 128 for v in text.values()):
+            return None
+        return cls(**text, **nums)
+
+
+def _bucket(n: float) -> int:
+    return int(round(math.log2(n))) if n >= 1 else 0
+
+
+class History:
+    """The records of one device, loaded from its file on first use."""
+
+    def __init__(self, device_key: str, *, persistent: bool = True):
+        self.device_key = device_key
+        self.persistent = persistent
+        self.records: deque[Record] = deque(maxlen=MAX_RECORDS)
+        self._unsaved = 0
+        self._lock = threading.Lock()
+        if persistent:
+            self.records.extend(_parse(files.load(device_key, "-history")))
+
+    def add(self, rec: Record) -> None:
+        with self._lock:
+            self.records.append(rec)
+            self._unsaved += 1
+            due = self.persistent and self._unsaved >= SAVE_EVERY
+        if due:
+            self.save()
+
+    # -- queries ----------------------------------------------------------------------------
+    def _of_kernel(self, kernel: str) -> list[Record]:
+        return [r for r in self.records if r.kernel == kernel and r.kernel_measured > 0]
+
+    def kernel_time(self, kernel: str, n: float) -> float | None:
+        """The median measured kernel time of ``kernel`` at sizes of ``n``'s log2 bucket."""
+        b = _bucket(n)
+        times = sorted(r.kernel_measured for r in self._of_kernel(kernel) if _bucket(r.n) == b)
+        return times[len(times) // 2] if times else None
+
+    def nearest(self, kernel: str, n: float) -> Record | None:
+        """The record of ``kernel`` whose size is nearest to ``n`` (in log scale)."""
+        recs = self._of_kernel(kernel)
+        if not recs or n <= 0:
+            return None
+        return min(recs, key=lambda r: (abs(math.log(max(r.n, 1.0) / n)), -r.time))
+
+    def error(self) -> float:
+        """Geometric mean of ``d`` over the recent calls (``DEFAULT_ERROR`` before three)."""
+        ds = [r.distance for r in list(self.records)[-RECENT:]]
+        ds = [d for d in ds if math.isfinite(d)]
+        if len(ds) < 3:
+            return DEFAULT_ERROR
+        return math.exp(sum(math.log(d) for d in ds) / len(ds))
+
+    def correction(self) -> float:
+        """Measured over predicted kernel time of the static model on this device (1.0
+        before three such calls)."""
+        rs = [r for r in list(self.records)[-4 * RECENT:] if r.source == "model"
+              and r.kernel_predicted > 0 and r.kernel_measured > 0][-RECENT:]
+        if len(rs) < 3:
+            return 1.0
+        return math.exp(sum(math.log(r.kernel_measured / r.kernel_predicted) for r in rs)
+                        / len(rs))
+
+    # -- the file ---------------------------------------------------------------------------
+    def save(self) -> None:
+        """Write the records, merged with what other processes wrote meanwhile."""
+        if not self.persistent:
+            return
+        with self._lock:
+            mine = list(self.records)
+            self._unsaved = 0
+        theirs = _parse(files.load(self.device_key, "-history"))
+        merged = {(r.time, r.kernel, r.n): r for r in theirs}
+        merged.update({(r.time, r.kernel, r.n): r for r in mine})
+        keep = sorted(merged.values(), key=lambda r: r.time)[-MAX_RECORDS:]
+        files.save(self.device_key, {"format": "skelpy-costmodel-history", "version": 1,
+                                     "device_key": self.device_key,
+                                     "records": [asdict(r) for r in keep]}, "-history")
+
+    @property
+    def unsaved(self) -> int:
+        return self._unsaved
+
+
+def _parse(data: Any) -> Iterable[Record]:
+    if not isinstance(data, Mapping) or data.get("format") != "skelpy-costmodel-history":
+        return []
+    rows = data.get("records")
+    if not isinstance(rows, list):
+        return []
+    out = [r for r in (Record.from_json(x) for x in rows[-MAX_RECORDS:]) if r is not None]
+    return out
+
+
+_histories: dict[tuple[str, str], History] = {}
+_lock = threading.Lock()
+
+
+def history(device_key: str) -> History:
+    """The history of a device in the current cache folder (one per process)."""
+    key = (str(files.folder()), device_key)
+    h = _histories.get(key)
+    if h is None:
+        with _lock:
+            h = _histories.get(key)
+            if h is None:
+                h = _histories[key] = History(device_key)
+    return h
+
+
+def record(device_key: str, rec: Record) -> None:
+    history(device_key).add(rec)
+
+
+def save_all() -> None:
+    for h in list(_histories.values()):
+        if h.unsaved:
+            h.save()
+
+
+def forget() -> None:
+    """Drop the in-memory histories (tests; a changed cache folder)."""
+    with _lock:
+        _histories.clear()
+
+
+atexit.register(save_all)
