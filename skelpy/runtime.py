@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -205,6 +206,7 @@ class Launch:
     events: list = field(default_factory=list)
     refused: list = field(default_factory=list)
     source: str = "default"
+    choice: Any = None      # in auto mode: the cost model's DeviceChoice (device, why, error)
 
     @property
     def kernel_time(self) -> float:
@@ -212,8 +214,9 @@ class Launch:
         return sum(event_seconds(e) for e in self.events)
 
     def __repr__(self) -> str:
+        where = "" if self.choice is None else f", device={self.choice.device!r}"
         return (f"Launch({self.skeleton}, params={self.params}, global={self.global_size}, "
-                f"local={self.local_size}, source={self.source!r})")
+                f"local={self.local_size}, source={self.source!r}{where})")
 
 
 def event_seconds(event: cl.Event) -> float:
@@ -406,6 +409,11 @@ _current_lock = threading.Lock()
 _runtimes: dict[Device, Runtime] = {}
 _auto = False
 _auto_list: list[Runtime] | None = None
+
+
+def select(spec) -> Device:
+    """The device ``spec`` names (as :func:`use` reads it), without choosing it."""
+    return _select(spec, devices())
 
 
 def runtime_of(device: Device) -> Runtime:

@@ -172,11 +172,17 @@ def test_measured_times_replace_the_static_model(cache):
     h = history.history(near.device.key)
     static, static_2n = (predict(near, spec_for(m)).kernel for m in (n, 2 * n))
     assert static_2n == pytest.approx(2 * static)
-    # the same kernel measured at a size twice as large: scaled by the model's ratio
+    # the same kernel measured at a size twice as large: scaled down by the model's ratio
     h.add(rec(2 * n, 1.0, 3e-4))
     p = predict(near, spec_for(n))
     assert p.kernel_source == "nearby"
     assert p.kernel == pytest.approx(3e-4 * static / static_2n)
+    # measured at a quarter of the size too: on the line between the two
+    h.add(rec(n // 4, 1.0, 1e-4))
+    assert predict(near, spec_for(n)).kernel == pytest.approx(
+        1e-4 + (3e-4 - 1e-4) * (n - n // 4) / (2 * n - n // 4))
+    # above every measured size: the largest one's time plus the model's increase
+    assert predict(near, spec_for(8 * n)).kernel == pytest.approx(3e-4 + 6 * static)
     # measured at this size: taken as it is (the median of the bucket)
     for m in (1e-4, 2e-4, 9e-4):
         h.add(rec(n, 1.0, m))
@@ -222,10 +228,13 @@ def test_the_tuners_measurement_of_the_scenario_is_preferred(cache):
     tuned._forget()
     p = predict(far, spec)
     assert p.kernel_source == "tuner" and p.kernel == pytest.approx(5e-4)
-    # a size the tuner did not measure: its nearest measured size, scaled by the model
+    # a size the tuner did not measure: the measured time plus the model's increase
     tuned._forget()
     p2 = predict(far, spec_for(2 * n, kernel="tuned-kernel"))
-    assert p2.kernel_source == "nearby" and p2.kernel == pytest.approx(1e-3, rel=1e-6)
+    increase = predict(far, spec_for(2 * n, kernel="unseen")).kernel - \
+        predict(far, spec_for(n, kernel="unseen")).kernel
+    assert increase > 0
+    assert p2.kernel_source == "nearby" and p2.kernel == pytest.approx(5e-4 + increase)
 
 
 def test_history_survives_the_process_and_merges(cache):

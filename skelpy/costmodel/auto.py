@@ -19,6 +19,9 @@ import weakref
 from typing import Any
 
 from .. import runtime as _rt
+from ..containers import Container, IndexMatrix, IndexVector
+from ..muscle import IndexPoint
+from .access import extra_read_classes
 from .choice import CallSpec, DeviceChoice, choose
 
 MAX_PENDING = 256
@@ -27,6 +30,7 @@ _pending: list[DeviceChoice] = []
 _previous: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # skeleton -> runtime
 _results: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # skeleton -> (ref, guess)
 _lock = threading.Lock()
+_warm: set[tuple[int, str]] = set()      # (runtime, kernel) that ran once in this process
 
 
 def settle(wait: bool = False) -> None:
@@ -69,8 +73,69 @@ def place(skeleton: Any, spec: CallSpec) -> DeviceChoice:
         for c in moving:
             c.device_buffer(rt)
         choice.upload_measured = time.perf_counter() - t0
+    warm = (id(rt), spec.kernel_key)
+    if warm not in _warm:
+        # The first call of a kernel on a device also pays for first allocations of its
+        # sizes: its transfer time says nothing about the next calls.
+        choice.cold = True
+        _warm.add(warm)
     _previous[skeleton] = rt
     return choice
+
+
+def _roles(kinds: tuple, inputs) -> dict[int, str]:
+    """What each muscle parameter fed by an input carries, for the access analysis."""
+    roles, p = {}, 0
+    for c in inputs:
+        if isinstance(c, IndexVector):
+            roles[p], p = "id", p + 1
+        elif isinstance(c, IndexMatrix):
+            if p < len(kinds) and isinstance(kinds[p], IndexPoint):
+                roles[p], p = "point", p + 1
+            else:
+                roles[p], roles[p + 1], p = "row", "col", p + 2
+        else:
+            roles[p], p = "data", p + 1
+    return roles
+
+
+_reads_cache: dict[str, dict] = {}
+
+
+def extra_reads(skeleton: Any, plan: Any, inputs) -> dict[str, float] | None:
+    """The access classes of a Map/Zip muscle's reads of extra arrays (cached per kernel)."""
+    key = plan.kernel_key
+    got = _reads_cache.get(key)
+    if got is None:
+        tm = plan.typed
+        extras = [k for k in getattr(tm, "kinds", ()) if getattr(k, "kind", "") == "array"]
+        itemsize = extras[0].dtype.itemsize if extras else 4
+        got = extra_read_classes(skeleton.muscle, tuple(getattr(tm, "kinds", ())),
+                                 _roles(tuple(getattr(tm, "kinds", ())), inputs),
+                                 plan.features, itemsize) if extras else {}
+        if len(_reads_cache) > 4096:
+            _reads_cache.clear()
+        _reads_cache[key] = got
+    return got
+
+
+def place_call(skeleton: Any, plan: Any, dataset: dict, inputs, extras=(), *,
+               out_bytes: int, reads_result: bool | None = None,
+               iterations: int = 1) -> DeviceChoice:
+    """Build the :class:`CallSpec` of a skeleton call from its plan and arguments, and
+    :func:`place` it. ``reads_result`` None: learnt from the skeleton's previous result."""
+    streamed = [c for c in inputs if isinstance(c, Container)]
+    read_by_index = [c for c in extras if isinstance(c, Container)]
+    kind = skeleton.kind
+    spec = CallSpec(
+        skeleton=kind, kernel_key=plan.kernel_key, features=plan.features,
+        dataset=dataset, inputs=streamed, out_itemsize=plan.out_dtype.itemsize,
+        out_bytes=int(out_bytes),
+        reads_result=reads_result_guess(skeleton) if reads_result is None else reads_result,
+        extras=read_by_index,
+        extra_reads=extra_reads(skeleton, plan, inputs) if kind in ("map", "zip") else None,
+        needs_fp64=bool(getattr(plan, "uses_fp64", False)), iterations=iterations)
+    return place(skeleton, spec)
 
 
 def launched(skeleton: Any, choice: DeviceChoice, events, result: Any = None) -> None:

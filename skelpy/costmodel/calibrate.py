@@ -24,6 +24,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
+from ..containers import Vector, as_container
 from .terms import MEMORY_CLASSES, OP_CLASSES, DeviceCoefficients, Line
 
 TARGET_S = 2e-3            # grow a kernel's size until one run takes this long
@@ -170,11 +171,14 @@ class Calibrator:
 
     # -- transfers ------------------------------------------------------------------------
     def transfers(self) -> dict[str, Line]:
+        """Transfers as containers make them: an upload into a buffer from the runtime's
+        pool (``Storage.device_buffer``), a download into a new host array
+        (``Storage.sync_host``: its pages are touched first by the copy, which costs as
+        much as the copy itself on some systems); and the same from pinned memory."""
         sizes = [s for s in TRANSFER_SIZES if s <= self.max_items * 4]
         if self.quick:
             sizes = sizes[:4]
         big = sizes[-1]
-        dev_buf = self.buffer(big)
         pageable = np.ones(big // 4, np.float32)
         pinned_buf = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR,
                                big)
@@ -188,34 +192,40 @@ class Calibrator:
                 for direction in ("h2d", "d2h"):
                     xs, ts = [], []
                     for size in sizes:
-                        part = host[: size // 4]
                         xs.append(float(size))
-                        ts.append(self._copy_seconds(dev_buf, part, direction == "h2d",
-                                                     5 if size < (1 << 22) else 3,
-                                                     fresh=not name))
+                        ts.append(self._copy_seconds(host[: size // 4], direction == "h2d",
+                                                     7 if size < (1 << 22) else 3,
+                                                     pinned=bool(name)))
                     out[direction + name] = fit_line(xs, ts)
         finally:
             del pinned
             pinned_buf.release()
         return out
 
-    def _copy_seconds(self, buf, host: np.ndarray, to_device: bool, reps: int,
-                      fresh: bool = False) -> float:
-        """The fastest of ``reps`` blocking copies. With ``fresh``, a download goes into a
-        new array each time, as a container's does (``Storage.sync_host``): its pages are
-        touched for the first time by the copy, which costs as much as the copy itself on
-        some systems."""
+    def _copy_seconds(self, host: np.ndarray, to_device: bool, reps: int,
+                      pinned: bool) -> float:
+        """The median of ``reps`` blocking copies of ``host``'s bytes (after one more that
+        warms up). From pageable memory they go through a container, as a call's do (an
+        upload into a pool buffer; a download into a new array), so that the Python work
+        around them counts too; pinned ones are plain copies."""
+        rt = self.rt
+        src = rt.allocate(host.nbytes)
+        cl.enqueue_copy(self.queue, src, host, is_blocking=True)
         times = []
         for k in range(reps + 1):
             t0 = time.perf_counter()
-            if to_device:
-                cl.enqueue_copy(self.queue, buf, host, is_blocking=True)
+            if pinned:
+                if to_device:
+                    cl.enqueue_copy(self.queue, src, host, is_blocking=True)
+                else:
+                    cl.enqueue_copy(self.queue, host, src, is_blocking=True)
+            elif to_device:
+                as_container(host).device_buffer(rt)
             else:
-                target = np.empty_like(host) if fresh else host
-                cl.enqueue_copy(self.queue, target, buf, is_blocking=True)
-            if k:                                            # the first one warms up
+                Vector.from_device(src, host.shape, host.dtype, rt).to_numpy()
+            if k:
                 times.append(time.perf_counter() - t0)
-        return min(times)
+        return _median(times)
 
     # -- launch ---------------------------------------------------------------------------
     def launch(self) -> Line:
@@ -225,18 +235,20 @@ class Calibrator:
         buf = self.buffer(4)
         k.set_args(buf)
         cl.enqueue_nd_range_kernel(self.queue, k, (1,), None).wait()
-        one, two = [], []
+        one, two, body = [], [], []
         for _ in range(15 if self.quick else 40):
             t0 = time.perf_counter()
             e1 = cl.enqueue_nd_range_kernel(self.queue, k, (1,), None)
             e1.wait()
             one.append(time.perf_counter() - t0 - _ev(e1))
+            body.append(_ev(e1))
             t0 = time.perf_counter()
             e1 = cl.enqueue_nd_range_kernel(self.queue, k, (1,), None)
             e2 = cl.enqueue_nd_range_kernel(self.queue, k, (1,), None)
             e2.wait()
             two.append(time.perf_counter() - t0 - _ev(e1) - _ev(e2))
         first = max(_median(one), 0.0)
+        self.kernel_fixed = _median(body)
         return Line(first, max(_median(two) - first, 0.0))
 
     # -- kernels --------------------------------------------------------------------------
@@ -296,7 +308,9 @@ class Calibrator:
         ops = {k: coef[k] for k in OP_CLASSES}
         if not has_fp64:
             ops["alu64"] = 4 * ops["alu32"]      # never used: fp64 calls cannot run there
-        work_item = Line(empty.latency, coef["item"])
+        # a kernel's own fixed time: what one work-item of the empty kernel takes (the line
+        # through large sizes extrapolates it badly: noise at the far end)
+        work_item = Line(getattr(self, "kernel_fixed", empty.latency), coef["item"])
         self.progress("overlap of memory and arithmetic")
         overlap = self._overlap(pair, memory, ops["alu32"], coef["item"])
         return work_item, memory, ops, overlap, s

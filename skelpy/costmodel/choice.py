@@ -84,17 +84,33 @@ def kernel_prediction(rt, spec: CallSpec, coef: DeviceCoefficients,
     if t is not None:
         return t * spec.iterations, "tuner"
     static = _model.kernel_seconds(coef, work)
-    near = hist.nearest(spec.kernel_key, n)
-    candidates = []
-    if near is not None:
-        candidates.append((near.n, near.kernel_measured))
-    candidates += [(m, s * spec.iterations) for m, s in tuned.measured_sizes(dev, spec.kernel_key)]
-    if candidates and n > 0:
-        m, s = min(candidates, key=lambda p: abs(math.log(max(p[0], 1.0) / n)))
-        at_m = _model.kernel_seconds(coef, work.at_size(m / n))
-        if at_m > 0:
-            return s * static / at_m, "nearby"
+    points = hist.measured_sizes(spec.kernel_key)
+    points += [(m, s * spec.iterations) for m, s in tuned.measured_sizes(dev, spec.kernel_key)]
+    if points and n > 0:
+        return from_nearby(points, n, lambda m: _model.kernel_seconds(
+            coef, work.at_size(m / n))), "nearby"
     return static * hist.correction(), "model"
+
+
+def from_nearby(points: Sequence[tuple[float, float]], n: float, model) -> float:
+    """The kernel time at size ``n`` from times measured at other sizes: between two
+    measured sizes, on the line through them (kernel costs are linear in the size);
+    above the largest, that one's time plus the model's increase (the model's slope);
+    below the smallest, that one's time scaled by the model (the fixed cost it measured
+    shrinks with the rest)."""
+    below = [p for p in points if p[0] <= n]
+    above = [p for p in points if p[0] > n]
+    if below and above:
+        (n0, t0), (n1, t1) = max(below), min(above)
+        if n1 > n0:
+            return max(t0 + (t1 - t0) * (n - n0) / (n1 - n0), 0.0)
+        return t0
+    if below:
+        n0, t0 = max(below)
+        return t0 + max(model(n) - model(n0), 0.0)
+    n1, t1 = min(above)
+    at = model(n1)
+    return t1 * model(n) / at if at > 0 else t1
 
 
 def predict(rt, spec: CallSpec, *, work: Work | None = None,
@@ -140,6 +156,7 @@ class DeviceChoice:
     upload_measured: float = 0.0
     events: list = field(default_factory=list)
     recorded: bool = False
+    cold: bool = False      # the first call of its kernel on its device in this process
 
     @property
     def device(self) -> str:
@@ -180,9 +197,10 @@ class DeviceChoice:
             return
         self.recorded = True
         p = self.predicted
+        up_p, up_m = (0.0, 0.0) if self.cold else (p.upload, self.upload_measured)
         _history.record(self.runtime.device.key, _history.Record(
             self.skeleton, self.kernel_key, self.n, p.kernel, self.kernel_measured,
-            p.upload, self.upload_measured, p.kernel_source, time.time()))
+            up_p, up_m, p.kernel_source, time.time()))
 
     def __repr__(self) -> str:
         preds = ", ".join(f"{k}: {v.total * 1e3:.3f} ms" for k, v in self.predictions.items())
@@ -230,8 +248,9 @@ def choose(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> DeviceCh
         margin = 1.0
         label, reason = inc_label, "lowest predicted time"
     else:
-        margin = math.sqrt(_history.history(inc.device.key).error()
-                           * _history.history(by_label[best_label].device.key).error())
+        n = float(spec.dataset.get("n", 0.0))
+        margin = math.sqrt(_history.history(inc.device.key).error(n)
+                           * _history.history(by_label[best_label].device.key).error(n))
         gain = preds[inc_label].total / max(preds[best_label].total, 1e-12)
         if gain > margin:
             label = best_label

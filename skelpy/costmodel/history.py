@@ -28,6 +28,7 @@ from . import files
 MAX_RECORDS = 4000           # per device, oldest dropped first
 RECENT = 64                  # records the error and the correction look at
 DEFAULT_ERROR = 1.3          # before any measurement: [Pöppl 2014] §6.1's mean q of 1.26-1.28
+NEAR_SIZE = 8.0             # sizes whose errors tell about this one
 SAVE_EVERY = 64              # write the file after this many new records (and at exit)
 
 
@@ -102,16 +103,29 @@ class History:
         times = sorted(r.kernel_measured for r in self._of_kernel(kernel) if _bucket(r.n) == b)
         return times[len(times) // 2] if times else None
 
-    def nearest(self, kernel: str, n: float) -> Record | None:
-        """The record of ``kernel`` whose size is nearest to ``n`` (in log scale)."""
-        recs = self._of_kernel(kernel)
-        if not recs or n <= 0:
-            return None
-        return min(recs, key=lambda r: (abs(math.log(max(r.n, 1.0) / n)), -r.time))
+    def measured_sizes(self, kernel: str) -> list[tuple[float, float]]:
+        """(size, median measured kernel time) of ``kernel`` per log2 size bucket."""
+        by: dict[int, list[Record]] = {}
+        for r in self._of_kernel(kernel):
+            by.setdefault(_bucket(r.n), []).append(r)
+        out = []
+        for recs in by.values():
+            recs.sort(key=lambda r: r.kernel_measured)
+            mid = recs[len(recs) // 2]
+            out.append((mid.n, mid.kernel_measured))
+        return out
 
-    def error(self) -> float:
-        """Geometric mean of ``d`` over the recent calls (``DEFAULT_ERROR`` before three)."""
-        ds = [r.distance for r in list(self.records)[-RECENT:]]
+    def error(self, n: float | None = None) -> float:
+        """Geometric mean of ``d`` over the recent calls of sizes within a factor of
+        :data:`NEAR_SIZE` of ``n`` (prediction errors differ between a latency-bound small
+        call and a bandwidth-bound large one), else over all recent calls;
+        ``DEFAULT_ERROR`` before three calls."""
+        recent = list(self.records)[-4 * RECENT:]
+        if n is not None and n > 0:
+            near = [r for r in recent if r.n > 0 and 1 / NEAR_SIZE <= r.n / n <= NEAR_SIZE]
+            if len(near) >= 3:
+                recent = near
+        ds = [r.distance for r in recent[-RECENT:]]
         ds = [d for d in ds if math.isfinite(d)]
         if len(ds) < 3:
             return DEFAULT_ERROR

@@ -106,12 +106,15 @@ class AllPairs(Skeleton):
         extras_desc, extras_val = classify_extras(extras, self.origin)
         forced = self._check_params_arg(params)
         sig = (a.dtype, b.dtype, tuple(extras_desc))
-        rt = _rt.current()
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(a.dtype, b.dtype, extras_desc)
-        fp64_check(rt, plan.uses_fp64, self.origin)
         acc = plan.out_dtype
+        dataset = {"n": float(n) * m, "rows": float(n), "cols": float(m), "depth": float(d),
+                   "dtype_size": float(acc.itemsize)}
+        rt, choice = self._runtime_for(plan, dataset, [a, b], extras_val,
+                                       out_bytes=n * m * acc.itemsize)
+        fp64_check(rt, plan.uses_fp64, self.origin)
         if n == 0 or m == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None)
             return empty_like_shape((n, m), acc, rt)
@@ -144,10 +147,9 @@ class AllPairs(Skeleton):
             out.mark_device_written()
             return out, [ev]
 
-        dataset = {"n": float(n) * m, "rows": float(n), "cols": float(m), "depth": float(d),
-                   "dtype_size": float(acc.itemsize)}
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        self._chosen(choice, outcome.result)
         return outcome.result
 
     def _as_matrix(self, value, name: str) -> Container:

@@ -74,13 +74,17 @@ class _Elementwise(Skeleton):
 
         in_desc = tuple(_input_desc(c) for c in inputs)
         sig = (in_desc, tuple(extras_desc), odt)
-        rt = _rt.current()
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(in_desc, extras_desc, odt)
+        n = math.prod(shape)
+        dataset = {"n": float(n), "rows": float(shape[0]),
+                   "cols": float(shape[1] if len(shape) > 1 else 1),
+                   "dtype_size": float(plan.out_dtype.itemsize)}
+        rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                       out_bytes=n * plan.out_dtype.itemsize)
         fp64_check(rt, plan.uses_fp64, self.origin)
 
-        n = math.prod(shape)
         out_shape = shape if len(shape) in (1, 2) else (n,)
         out = empty_like_shape(out_shape, plan.out_dtype, rt)
         if n == 0:
@@ -114,13 +118,12 @@ class _Elementwise(Skeleton):
             out.mark_device_written()          # the tuner may read the result between runs
             return out, [ev]
 
-        dataset = {"n": float(n), "rows": float(shape[0]),
-                   "cols": float(shape[1] if len(shape) > 1 else 1),
-                   "dtype_size": float(plan.out_dtype.itemsize)}
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         out.mark_device_written()
         self._record(outcome, launched["g"], launched["l"])
-        if forced is None and out_dtype is None and outcome.ticket is not None:
+        self._chosen(choice, out)
+        if forced is None and out_dtype is None and outcome.ticket is not None \
+                and choice is None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
                                          launched["g"], launched["l"])
         return out
@@ -161,7 +164,7 @@ class _Elementwise(Skeleton):
         ticket_valid = tuner.ticket_valid
 
         def fast(call_args):
-            if len(call_args) != nargs or _rt.current() is not rt or not ticket_valid(ticket):
+            if len(call_args) != nargs or _rt.fixed() is not rt or not ticket_valid(ticket):
                 return None
             argv = [None, n_arg]
             try:

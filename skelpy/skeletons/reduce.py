@@ -244,14 +244,20 @@ class _Reduction(Skeleton):
                 raise self._error(ShapeError, "axis reductions need container inputs")
         in_desc = tuple(_input_desc(c) for c in inputs)
         sig = (in_desc, tuple(extras_desc), axis)
-        rt = _rt.current()
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(in_desc, extras_desc, map_muscle, axis)
-        fp64_check(rt, plan.uses_fp64, self.origin)
         acc = plan.out_dtype
-        ident = identity_value(self.identity, acc, self.origin)
         n = int(np.prod(shape, dtype=np.int64))
+        dataset = {"n": float(n), "rows": float(shape[0]),
+                   "cols": float(shape[1] if ndim > 1 else 1),
+                   "dtype_size": float(acc.itemsize), "axis": float(-1 if axis is None else axis)}
+        outer = 1 if axis is None else shape[1 - axis]
+        rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                       out_bytes=outer * acc.itemsize,
+                                       reads_result=True if axis is None else None)
+        fp64_check(rt, plan.uses_fp64, self.origin)
+        ident = identity_value(self.identity, acc, self.origin)
 
         fixed = []
         for c in inputs:
@@ -261,12 +267,12 @@ class _Reduction(Skeleton):
                 fixed.append(np.int64(c.shape[1]))
         fixed += extra_kernel_args(extras_desc, extras_val, plan.typed[0],
                                    plan.n_muscle_inputs, rt)
-        dataset = {"n": float(n), "rows": float(shape[0]),
-                   "cols": float(shape[1] if ndim > 1 else 1),
-                   "dtype_size": float(acc.itemsize), "axis": float(-1 if axis is None else axis)}
         if axis is None:
-            return self._run_flat(plan, rt, n, ident, fixed, forced, dataset)
-        return self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+            result = self._run_flat(plan, rt, n, ident, fixed, forced, dataset)
+        else:
+            result = self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+        self._chosen(choice, result)
+        return result
 
     def _run_flat(self, plan, rt, n, ident, fixed, forced, dataset):
         acc = plan.out_dtype

@@ -71,16 +71,19 @@ class Scan(Skeleton):
         """Scan all elements; the result stays on the device until read."""
         c = self._data_input(x)
         forced = self._check_params_arg(params)
-        rt = _rt.current()
         sig = (c.dtype,)
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(c.dtype)
-        fp64_check(rt, plan.uses_fp64, self.origin)
         acc = plan.out_dtype
+        n = c.size
+        dataset = {"n": float(n), "rows": float(c.shape[0]),
+                   "cols": float(c.shape[1] if c.ndim > 1 else 1),
+                   "dtype_size": float(acc.itemsize)}
+        rt, choice = self._runtime_for(plan, dataset, [c], out_bytes=n * acc.itemsize)
+        fp64_check(rt, plan.uses_fp64, self.origin)
         st = storage_dtype(acc)
         ident = identity_value(self.identity, acc, self.origin)
-        n = c.size
         if n == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
             return empty_like_shape(c.shape, acc, rt)
@@ -133,11 +136,9 @@ class Scan(Skeleton):
             out.mark_device_written()
             return out, events
 
-        dataset = {"n": float(n), "rows": float(c.shape[0]),
-                   "cols": float(c.shape[1] if c.ndim > 1 else 1),
-                   "dtype_size": float(acc.itemsize)}
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        self._chosen(choice, outcome.result)
         return outcome.result
 
     def _make_plan(self, in_dt: np.dtype) -> Plan:

@@ -692,7 +692,7 @@ def _repeat_launcher(skel: Stencil, bound: _Bound, m, extras, rt):
 
     def fast(m, call_extras):
         if type(m) is not Matrix or m.shape != shape or m.dtype != in_dt \
-                or len(call_extras) != len(specs) or _rt.current() is not rt \
+                or len(call_extras) != len(specs) or _rt.fixed() is not rt \
                 or not ticket_valid(ticket):
             return None
         argv = template[:first_extra]
