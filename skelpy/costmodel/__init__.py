@@ -29,7 +29,7 @@ Layout, top to bottom:
 from __future__ import annotations
 
 from .calibrate import calibrate
-from .choice import CallSpec, DeviceChoice, choose, predict
+from .choice import CallSpec, DeviceChoice, choose, predict, settings
 from .features import Work, call_work
 from .model import Prediction
 from .registry import coefficients, remember, stored
@@ -37,4 +37,4 @@ from .terms import DeviceCoefficients, Line
 
 __all__ = ["CallSpec", "DeviceChoice", "DeviceCoefficients", "Line", "Prediction", "Work",
            "calibrate", "call_work", "choose", "coefficients", "predict", "remember",
-           "stored"]
+           "settings", "stored"]

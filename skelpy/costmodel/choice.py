@@ -29,6 +29,18 @@ from .terms import DeviceCoefficients
 
 
 @dataclass
+class Settings:
+    """``measurements``: predict kernels from measured times where there are any (this
+    device's history, the tuning store) and correct the static model by its measured
+    error; False predicts from the coefficients alone (tests of the static model)."""
+
+    measurements: bool = True
+
+
+settings = Settings()
+
+
+@dataclass
 class CallSpec:
     """What the cost model needs to know about one skeleton call.
 
@@ -76,6 +88,8 @@ def kernel_prediction(rt, spec: CallSpec, coef: DeviceCoefficients,
     scaled by the static model, else the static model times the device's correction."""
     dev = rt.device
     n = float(spec.dataset.get("n", 0.0))
+    if not settings.measurements:
+        return _model.kernel_seconds(coef, work), "model"
     hist = _history.history(dev.key)
     t = hist.kernel_time(spec.kernel_key, n)
     if t is not None:
@@ -250,7 +264,8 @@ def choose(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> DeviceCh
     else:
         n = float(spec.dataset.get("n", 0.0))
         margin = math.sqrt(_history.history(inc.device.key).error(n)
-                           * _history.history(by_label[best_label].device.key).error(n))
+                           * _history.history(by_label[best_label].device.key).error(n)) \
+            if settings.measurements else _history.DEFAULT_ERROR
         gain = preds[inc_label].total / max(preds[best_label].total, 1e-12)
         if gain > margin:
             label = best_label
