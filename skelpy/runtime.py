@@ -431,13 +431,19 @@ def use(device=None) -> Device:
     """Choose the device for all later skeleton calls: a :class:`Device`, an index into
     :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name.
     ``"auto"``: each call runs on the device with the lowest predicted time for it
-    (``skelpy.costmodel``); the default device is returned."""
-    global _current, _auto
-    if isinstance(device, str) and device.strip().lower() == "auto":
-        chosen = _select(None, devices())
+    (``skelpy.costmodel``), among all devices or, with ``"auto:gpu,cpu"``, among those
+    named; returns the first candidate."""
+    global _current, _auto, _auto_list
+    if isinstance(device, str) and device.strip().lower().split(":", 1)[0] == "auto":
+        _, _, among = device.partition(":")
+        found = devices()
+        chosen = [_select(x.strip(), found) for x in among.split(",") if x.strip()] \
+            or found
+        chosen = list(dict.fromkeys(chosen))
+        rts = [runtime_of(d) for d in chosen] if chosen else None
         with _current_lock:
-            _auto, _current = True, None
-        return chosen
+            _auto, _current, _auto_list = True, None, rts
+        return _select(None, chosen)
     chosen = _select(device, devices())
     rt = runtime_of(chosen)
     with _current_lock:
@@ -465,9 +471,10 @@ def fixed() -> Runtime | None:
 
 def auto() -> bool:
     """Whether each call chooses its device (``sk.use("auto")``, ``SKELPY_DEVICE=auto``)."""
-    if _current is None and not _auto and (os.environ.get("SKELPY_DEVICE") or "").strip() \
-            .lower() == "auto":
-        use("auto")
+    if _current is None and not _auto:
+        env = (os.environ.get("SKELPY_DEVICE") or "").strip()
+        if env.lower().split(":", 1)[0] == "auto":
+            use(env)
     return _auto
 
 

@@ -25,10 +25,12 @@ from .access import extra_read_classes
 from .choice import CallSpec, DeviceChoice, choose
 
 MAX_PENDING = 256
+REUSE = 16                  # repeats of a call that reuse its decision before a new one
 
 _pending: list[DeviceChoice] = []
 _previous: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # skeleton -> runtime
 _results: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # skeleton -> (ref, guess)
+_decisions: dict[tuple, list] = {}      # call key -> [choice, times reused]
 _lock = threading.Lock()
 _warm: set[tuple[int, str]] = set()      # (runtime, kernel) that ran once in this process
 
@@ -61,11 +63,31 @@ def reads_result_guess(skeleton: Any) -> bool:
     return guess
 
 
+def _decide(skeleton: Any, spec: CallSpec) -> DeviceChoice:
+    """:func:`choose`, or the same decision as the last identical call (kernel, size,
+    where each input is, whether the result is read, where the previous call ran) for up
+    to :data:`REUSE` repeats: the predictions change only with new measurements, and
+    making them costs more than a small kernel."""
+    runtimes = _rt.auto_runtimes()
+    previous = _previous.get(skeleton)
+    key = (spec.kernel_key, spec.dataset.get("n"), spec.reads_result, spec.iterations,
+           id(runtimes), id(previous),
+           tuple((h, id(r)) for h, r in (c.residence for c in spec.containers())))
+    hit = _decisions.get(key)
+    if hit is not None and hit[1] < REUSE:
+        hit[1] += 1
+        return hit[0].again()
+    choice = choose(spec, runtimes, previous)
+    if len(_decisions) > 4096:
+        _decisions.clear()
+    _decisions[key] = [choice, 0]
+    return choice
+
+
 def place(skeleton: Any, spec: CallSpec) -> DeviceChoice:
     """Choose the runtime for this call and move its inputs there (timed)."""
     settle()
-    runtimes = _rt.auto_runtimes()
-    choice = choose(spec, runtimes, _previous.get(skeleton))
+    choice = _decide(skeleton, spec)
     rt = choice.runtime
     moving = [c for c in spec.containers() if c.residence[1] is not rt]
     if moving:

@@ -176,6 +176,11 @@ class DeviceChoice:
     def device(self) -> str:
         return self.label
 
+    def again(self) -> DeviceChoice:
+        """The same decision for a repeat of the call (fresh measurements)."""
+        return DeviceChoice(self.runtime, self.label, self.predictions, self.incumbent,
+                            self.margin, self.reason, self.skeleton, self.kernel_key, self.n)
+
     @property
     def predicted(self) -> _model.Prediction:
         return self.predictions[self.label]

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import atexit
 import math
+import os
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from . import files
@@ -29,7 +30,8 @@ MAX_RECORDS = 4000           # per device, oldest dropped first
 RECENT = 64                  # records the error and the correction look at
 DEFAULT_ERROR = 1.3          # before any measurement: [Pöppl 2014] §6.1's mean q of 1.26-1.28
 NEAR_SIZE = 8.0             # sizes whose errors tell about this one
-SAVE_EVERY = 64              # write the file after this many new records (and at exit)
+SAVE_EVERY = 1024            # write the file after this many new records (and at exit)
+PER_SIZE = 16               # measured times kept per kernel and size for its median
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,18 @@ class Record:
         return cls(**text, **nums)
 
 
+def _median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    return ys[len(ys) // 2]
+
+
 def _bucket(n: float) -> int:
     return int(round(math.log2(n))) if n >= 1 else 0
 
 
 class History:
-    """The records of one device, loaded from its file on first use."""
+    """The records of one device, loaded from its file on first use, with an index of the
+    measured kernel times by kernel and size (queries run on every call in auto mode)."""
 
     def __init__(self, device_key: str, *, persistent: bool = True):
         self.device_key = device_key
@@ -82,44 +90,58 @@ class History:
         self.records: deque[Record] = deque(maxlen=MAX_RECORDS)
         self._unsaved = 0
         self._lock = threading.Lock()
+        # kernel -> log2 size -> [size, recent measured times]
+        self._times: dict[str, dict[int, list]] = {}
+        self._version = 0
+        self._cached: dict[tuple, tuple[int, float]] = {}
         if persistent:
-            self.records.extend(_parse(files.load(device_key, "-history")))
+            for r in _parse(files.load(device_key, "-history")):
+                self._append(r)
+
+    def _append(self, rec: Record) -> None:
+        self.records.append(rec)
+        self._version += 1
+        if rec.kernel_measured > 0:
+            slot = self._times.setdefault(rec.kernel, {}).setdefault(_bucket(rec.n),
+                                                                     [rec.n, []])
+            slot[0] = rec.n
+            slot[1].append(rec.kernel_measured)
+            del slot[1][:-PER_SIZE]
 
     def add(self, rec: Record) -> None:
         with self._lock:
-            self.records.append(rec)
+            self._append(rec)
             self._unsaved += 1
             due = self.persistent and self._unsaved >= SAVE_EVERY
         if due:
             self.save()
 
     # -- queries ----------------------------------------------------------------------------
-    def _of_kernel(self, kernel: str) -> list[Record]:
-        return [r for r in self.records if r.kernel == kernel and r.kernel_measured > 0]
-
     def kernel_time(self, kernel: str, n: float) -> float | None:
-        """The median measured kernel time of ``kernel`` at sizes of ``n``'s log2 bucket."""
-        b = _bucket(n)
-        times = sorted(r.kernel_measured for r in self._of_kernel(kernel) if _bucket(r.n) == b)
-        return times[len(times) // 2] if times else None
+        """The median recent measured time of ``kernel`` at sizes of ``n``'s log2 bucket."""
+        slot = self._times.get(kernel, {}).get(_bucket(n))
+        return _median(slot[1]) if slot else None
 
     def measured_sizes(self, kernel: str) -> list[tuple[float, float]]:
-        """(size, median measured kernel time) of ``kernel`` per log2 size bucket."""
-        by: dict[int, list[Record]] = {}
-        for r in self._of_kernel(kernel):
-            by.setdefault(_bucket(r.n), []).append(r)
-        out = []
-        for recs in by.values():
-            recs.sort(key=lambda r: r.kernel_measured)
-            mid = recs[len(recs) // 2]
-            out.append((mid.n, mid.kernel_measured))
-        return out
+        """(size, median recent measured time) of ``kernel`` per log2 size bucket."""
+        return [(n, _median(ts)) for n, ts in self._times.get(kernel, {}).values()]
+
+    def _memo(self, key: tuple, compute) -> float:
+        """``compute()``, recomputed only after a few new records (it scans many)."""
+        got = self._cached.get(key)
+        if got is None or self._version - got[0] >= 4:
+            got = self._cached[key] = (self._version, compute())
+        return got[1]
 
     def error(self, n: float | None = None) -> float:
         """Geometric mean of ``d`` over the recent calls of sizes within a factor of
         :data:`NEAR_SIZE` of ``n`` (prediction errors differ between a latency-bound small
         call and a bandwidth-bound large one), else over all recent calls;
         ``DEFAULT_ERROR`` before three calls."""
+        b = _bucket(n) if n else None
+        return self._memo(("error", b), lambda: self._error(n))
+
+    def _error(self, n: float | None) -> float:
         recent = list(self.records)[-4 * RECENT:]
         if n is not None and n > 0:
             near = [r for r in recent if r.n > 0 and 1 / NEAR_SIZE <= r.n / n <= NEAR_SIZE]
@@ -134,6 +156,9 @@ class History:
     def correction(self) -> float:
         """Measured over predicted kernel time of the static model on this device (1.0
         before three such calls)."""
+        return self._memo(("correction",), self._correction)
+
+    def _correction(self) -> float:
         rs = [r for r in list(self.records)[-4 * RECENT:] if r.source == "model"
               and r.kernel_predicted > 0 and r.kernel_measured > 0][-RECENT:]
         if len(rs) < 3:
@@ -155,11 +180,18 @@ class History:
         keep = sorted(merged.values(), key=lambda r: r.time)[-MAX_RECORDS:]
         files.save(self.device_key, {"format": "skelpy-costmodel-history", "version": 1,
                                      "device_key": self.device_key,
-                                     "records": [asdict(r) for r in keep]}, "-history")
+                                     "records": [_row(r) for r in keep]}, "-history")
 
     @property
     def unsaved(self) -> int:
         return self._unsaved
+
+
+def _row(r: Record) -> dict[str, Any]:
+    return {f: getattr(r, f) for f in _FIELDS}
+
+
+_FIELDS = tuple(f.name for f in fields(Record))
 
 
 def _parse(data: Any) -> Iterable[Record]:
@@ -178,7 +210,7 @@ _lock = threading.Lock()
 
 def history(device_key: str) -> History:
     """The history of a device in the current cache folder (one per process)."""
-    key = (str(files.folder()), device_key)
+    key = (os.environ.get("SKELPY_CACHE_DIR", ""), device_key)
     h = _histories.get(key)
     if h is None:
         with _lock:

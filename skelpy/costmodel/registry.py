@@ -7,6 +7,7 @@ and the result is stored for every later process.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
@@ -19,7 +20,7 @@ _lock = threading.Lock()
 
 
 def _key(device_key: str) -> tuple[str, str]:
-    return (str(files.folder()), device_key)
+    return (os.environ.get("SKELPY_CACHE_DIR", ""), device_key)
 
 
 def stored(device_key: str) -> DeviceCoefficients | None:
