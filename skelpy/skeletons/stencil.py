@@ -46,6 +46,7 @@ from ..errors import (
 )
 from ..muscle.params import Accessor, Scalar, global_array
 from ..tuner.space import Param, ParamSpace
+from . import stencil_temporal as _temporal
 from .base import (
     Plan,
     ScalarArg,
@@ -269,6 +270,18 @@ class Stencil(Skeleton):
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
         bound = self._bind(src, extras, out_dtype)
+        if iterations > 1 or (forced is not None and set(forced) & set(_temporal.NAMES)):
+            out = self._iterate_temporal(bound, src, extras, iterations, forced, out_dtype, rt)
+            if out is not None:
+                return out
+        cur, launches = self._single_steps(bound, src, extras, iterations, forced, out_dtype, rt)
+        self.last_launch = _merge_launches(self.kind, launches)
+        if iterations == 1 and forced is None and out_dtype is None:
+            self._fast = _repeat_launcher(self, bound, m, extras, rt)
+        return cur
+
+    def _single_steps(self, bound, src, extras, iterations, forced, out_dtype, rt):
+        """``iterations`` launches of the single-step kernel: (result, their Launches)."""
         launches: list = []
         cur: Matrix = src
         spare: Matrix | None = None
@@ -282,10 +295,56 @@ class Stencil(Skeleton):
             spare = cur if cur is not src else None
             step.launch(rt, cur, dst, forced, decided, launches)
             cur = dst
-        self.last_launch = _merge_launches(self.kind, launches)
-        if iterations == 1 and forced is None and out_dtype is None:
-            self._fast = _repeat_launcher(self, bound, m, extras, rt)
-        return cur
+        return cur, launches
+
+    def _iterate_temporal(self, bound, src, extras, iterations, forced, out_dtype, rt):
+        """Iterations in passes of t steps (``stencil_temporal``), t chosen by the tuner or by
+        ``params={"t": ...}``; None where single-step parameters are forced or the path does
+        not apply (then single steps run)."""
+        if forced is not None and not set(forced) & set(_temporal.NAMES):
+            return None
+        key = id(bound.plan)
+        cache = self.__dict__.setdefault("_temporal_plans", {})
+        if bound.out_dtype != src.dtype:
+            cache[key] = (bound.plan, f"the muscle turns {src.dtype} into {bound.out_dtype}")
+        if key not in cache:
+            kinds = {ScalarArg: "scalar", _MatrixArg: "matrix", _VectorArg: "vector"}
+            shape = bound.plan.shape
+            try:
+                tplan = _temporal.TemporalPlan(
+                    self.muscle, src.dtype,
+                    [_temporal.Extra(kinds[type(d)], d.dtype, getattr(d, "weak", False))
+                     for d in bound.descs],
+                    (shape.north, shape.south, shape.east, shape.west), self.border,
+                    lambda dt: _cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
+                    out_dtype=self.out_dtype if out_dtype is None else out_dtype,
+                    polish=_unroll_hints)
+            except _temporal.Unsupported as exc:
+                tplan = str(exc)
+            cache[key] = (bound.plan, tplan)      # the plan kept alive keeps its id unique
+        tplan = cache[key][1]
+        if isinstance(tplan, str):
+            if forced is None:
+                return None
+            if forced.get("t", 2) != 1:
+                raise self._error(ParameterError, f"params {forced}: this stencil cannot run "
+                                  f"several steps per pass ({tplan}); leave t out or use t=1")
+            out, launches = self._single_steps(bound, src, extras, iterations, None, out_dtype,
+                                               rt)
+            self.last_launch = _merge_launches(self.kind, launches)
+            return out
+        ran: list = []
+
+        def single_steps():
+            out, launches = self._single_steps(bound, src, extras, iterations, None,
+                                               out_dtype, rt)
+            ran[:] = launches
+            return out, launches
+
+        out, launch = _temporal.iterate(tplan, src, iterations, forced, bound.extra_args(rt),
+                                        single_steps, self.origin)
+        self.last_launch = launch if launch is not None else _merge_launches(self.kind, ran)
+        return out
 
     # -- internals -------------------------------------------------------------------------
     def _as_input(self, value) -> Matrix:
