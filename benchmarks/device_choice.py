@@ -243,6 +243,76 @@ def chart(rows: list[dict], labels: list[str], path: Path) -> bool:
     return True
 
 
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _x(x) -> str:
+    return "–" if x is None else f"{x:.3f}x"
+
+
+def markdown(results: Path, md_dir: Path) -> str:
+    """The RESULTS.md section of every ``device_choice-*.json`` in ``results``."""
+    import json
+    docs = []
+    for path in sorted(results.glob("device_choice-*.json")):
+        try:
+            docs.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    if not docs:
+        return ""
+    L = ["", "## Device choice: `sk.use(\"auto\")`", "",
+         "Each call runs on the device with the lowest predicted time for it (transfers "
+         "of inputs not resident there, launch, kernel, the download if the caller reads "
+         "the result), switching only when the gain beats the predictions' measured error "
+         "(issue 17; [Pöppl 2014], [Gaspar 2022] Table 8.5). Every (skeleton, size, data "
+         "residency) is measured forced on each device (wall clock, median of repeats; "
+         "the result read on the host when the data started there); the oracle is the "
+         "faster. *Optimal*: auto mode chose the oracle's device; *tie*: its device was "
+         "within 5% of the oracle; slowdowns are geometric means of the chosen (or always "
+         "the same) device's time over the oracle's; *measured* includes auto mode's own "
+         "overhead (deciding, moving inputs); *d* = max/min of predicted and measured time "
+         "per device ([Pöppl 2014] App. A.1).", ""]
+    for doc in docs:
+        s, labels = doc["summary"], doc["devices"]
+        L += [f"### {' + '.join(labels)} ({doc.get('time', '')}, {doc.get('host', '')})", "",
+              f"Command: `{doc.get('command', '')}`; {s.get('cases', 0)} cases in "
+              f"{s.get('elapsed_s', 0):.0f} s; sizes "
+              + ", ".join(f"2^{int(math.log2(n))}" for n in doc.get("sizes", []))
+              + (f" (not reached within the budget: {s['skipped_sizes']})"
+                 if s.get("skipped_sizes") else "") + ".", ""]
+        L += ["| measure | value | target |", "| --- | --- | --- |",
+              f"| optimal choices | {_pct(s.get('optimal'))} | >= 90% |",
+              f"| optimal or within 5% | {_pct(s.get('optimal_or_tie'))} | |",
+              f"| optimal at the first call (static model) | "
+              f"{_pct(s.get('optimal_first_call'))} | |",
+              f"| geomean slowdown vs oracle, auto | {_x(s.get('slowdown_auto'))} | "
+              "<= 1.05x |",
+              f"| same, measured in auto mode (with its overhead) | "
+              f"{_x(s.get('slowdown_auto_measured'))} | |"]
+        for lab in labels:
+            L.append(f"| geomean slowdown, always {lab} | "
+                     f"{_x(s.get(f'slowdown_always[{lab}]'))} | |")
+        for lab in labels:
+            L.append(f"| prediction error d on {lab}: geomean / median / share <= 1.5 | "
+                     f"{_x(s.get(f'd_geomean[{lab}]'))} / {_x(s.get(f'd_median[{lab}]'))} / "
+                     f"{_pct(s.get(f'd_within_1.5[{lab}]'))} | |")
+        L += ["", "Per size (cases: optimal / within 5% / slower):", "",
+              "| size | " + " | ".join(f"2^{int(math.log2(int(n)))}"
+                                       for n in s.get("by_size", {})) + " |",
+              "| --- |" + " --- |" * len(s.get("by_size", {})),
+              "| choices | " + " | ".join(f"{v['optimal']} / {v['tie']} / {v['slowdown']}"
+                                         for v in s.get("by_size", {}).values()) + " |", ""]
+        if doc.get("chart"):
+            try:
+                rel = (results / doc["chart"]).relative_to(md_dir).as_posix()
+            except ValueError:
+                rel = (results / doc["chart"]).as_posix()
+            L += [f"![predicted against measured]({rel})", ""]
+    return "\n".join(L) + "\n"
+
+
 def pick_devices(sk, names: str | None):
     devs = sk.devices()
     if names:

@@ -147,8 +147,21 @@ calls = {
     "allpairs": (sk.AllPairs(zip=lambda x, y: x * y, reduce=lambda x, y: x + y, identity=0),
                  lambda s: s(A, B).to_numpy()),
 }
+M = rng.integers(0, 9, (23, 31)).astype(np.int32)
+heat = sk.Stencil(lambda nb: nb[-1, 0] + nb[1, 0] + 2 * nb[0, 0], border="nearest")
+calls["stencil"] = (heat, lambda s: s(M).to_numpy())
+calls["stencil x3"] = (heat, lambda s: s(M, iterations=3).to_numpy())
+calls["sequence"] = (heat >> heat, lambda s: s(M).to_numpy())
+
+
+def heat_ref(a):
+    p = np.pad(a, 1, mode="edge")
+    return p[:-2, 1:-1] + p[2:, 1:-1] + 2 * a
+
+
 want = {"zip": ai * bi + 3, "reduce": ai.sum(), "scan": np.concatenate([[0], np.cumsum(ai)[:-1]]),
-        "allpairs": A @ B.T}
+        "allpairs": A @ B.T, "stencil": heat_ref(M),
+        "stencil x3": heat_ref(heat_ref(heat_ref(M))), "sequence": heat_ref(heat_ref(M))}
 for name, (skel, call) in calls.items():
     results = []
     for d in (basic, pth, "auto"):

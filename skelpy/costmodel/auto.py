@@ -95,7 +95,7 @@ def place(skeleton: Any, spec: CallSpec) -> DeviceChoice:
         for c in moving:
             c.device_buffer(rt)
         choice.upload_measured = time.perf_counter() - t0
-    warm = (id(rt), spec.kernel_key)
+    warm = (id(rt), spec.measure_key)
     if warm not in _warm:
         # The first call of a kernel on a device also pays for first allocations of its
         # sizes: its transfer time says nothing about the next calls.

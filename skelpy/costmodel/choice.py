@@ -61,6 +61,13 @@ class CallSpec:
     needs_fp64: bool = False
     iterations: int = 1
 
+    @property
+    def measure_key(self) -> str:
+        """The key of this call's measured times: the kernel, and how many steps a call
+        runs (a Stencil's iterations run other kernels, in passes)."""
+        return self.kernel_key if self.iterations == 1 else \
+            f"{self.kernel_key}*{self.iterations}"
+
     def work(self) -> Work:
         return call_work(self.skeleton, self.features, self.dataset,
                          input_itemsizes=[c.dtype.itemsize for c in self.inputs],
@@ -91,14 +98,14 @@ def kernel_prediction(rt, spec: CallSpec, coef: DeviceCoefficients,
     if not settings.measurements:
         return _model.kernel_seconds(coef, work), "model"
     hist = _history.history(dev.key)
-    t = hist.kernel_time(spec.kernel_key, n)
+    t = hist.kernel_time(spec.measure_key, n)
     if t is not None:
         return t, "history"
     t = tuned.scenario_seconds(dev, spec.kernel_key, spec.dataset)
     if t is not None:
         return t * spec.iterations, "tuner"
     static = _model.kernel_seconds(coef, work)
-    points = hist.measured_sizes(spec.kernel_key)
+    points = hist.measured_sizes(spec.measure_key)
     points += [(m, s * spec.iterations) for m, s in tuned.measured_sizes(dev, spec.kernel_key)]
     if points and n > 0:
         return from_nearby(points, n, lambda m: _model.kernel_seconds(
@@ -280,4 +287,4 @@ def choose(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> DeviceCh
             reason = (f"stays: {best_label} predicted only {gain:.2f}x faster (margin "
                       f"{margin:.2f})")
     return DeviceChoice(by_label[label], label, preds, inc_label, margin, reason,
-                        spec.skeleton, spec.kernel_key, float(spec.dataset.get("n", 0.0)))
+                        spec.skeleton, spec.measure_key, float(spec.dataset.get("n", 0.0)))

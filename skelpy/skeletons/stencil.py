@@ -36,7 +36,7 @@ import pyopencl as cl
 
 from .. import runtime as _rt
 from .. import tuner
-from ..containers import Matrix, Vector, as_container, empty_like_shape
+from ..containers import Container, Matrix, Vector, as_container, empty_like_shape
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import (
     DTypeError,
@@ -265,20 +265,36 @@ class Stencil(Skeleton):
         iterations = _check_iterations(self.origin, iterations)
         forced = self._check_params_arg(params)
         src = self._as_input(m)
-        rt = _rt.current()
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
         bound = self._bind(src, extras, out_dtype)
+        rt, choice = self._stencil_runtime(bound, src, iterations)
         if iterations > 1 or (forced is not None and set(forced) & set(_temporal.NAMES)):
             out = self._iterate_temporal(bound, src, extras, iterations, forced, out_dtype, rt)
             if out is not None:
+                self._chosen(choice, out)
                 return out
         cur, launches = self._single_steps(bound, src, extras, iterations, forced, out_dtype, rt)
         self.last_launch = _merge_launches(self.kind, launches)
-        if iterations == 1 and forced is None and out_dtype is None:
+        self._chosen(choice, cur)
+        if iterations == 1 and forced is None and out_dtype is None and choice is None:
             self._fast = _repeat_launcher(self, bound, m, extras, rt)
         return cur
+
+    def _stencil_runtime(self, bound: _Bound, src: Matrix, iterations: int):
+        """The runtime of a call of ``bound`` (see Skeleton._runtime_for), fp64 checked."""
+        plan = bound.plan
+        rows, cols = src.shape
+        dataset = {"n": float(rows * cols), "rows": float(rows), "cols": float(cols),
+                   "dtype_size": float(plan.in_dtype.itemsize)}
+        arrays = [v for v in bound.values if isinstance(v, Container)]
+        rt, choice = self._runtime_for(
+            plan, dataset, [src, *[v for v in arrays if v.ndim == 2]],
+            [v for v in arrays if v.ndim == 1], out_bytes=rows * cols * plan.out_dtype.itemsize,
+            iterations=iterations)
+        fp64_check(rt, plan.uses_fp64, self.origin)
+        return rt, choice
 
     def _single_steps(self, bound, src, extras, iterations, forced, out_dtype, rt):
         """``iterations`` launches of the single-step kernel: (result, their Launches)."""
@@ -383,8 +399,9 @@ class Stencil(Skeleton):
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(src.dtype, descs, odt, big)
-        rt = _rt.current()
-        fp64_check(rt, plan.uses_fp64, self.origin)
+        rt = _rt.fixed()
+        if rt is not None:              # in auto mode: checked on the device chosen
+            fp64_check(rt, plan.uses_fp64, self.origin)
         return _Bound(self, plan, descs, values, src.shape)
 
     def _kinds(self, in_dtype, descs, edge: bool, nb_edge: Sequence[bool] = ()) -> list:
@@ -928,10 +945,14 @@ class StencilSequence:
         iterations = _check_iterations(self.origin, iterations)
         stage_params = self._stage_params(params)
         src = self.stages[0]._as_input(m)
-        rt = _rt.current()
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
+        # one device for the whole sequence, placed as the first stage run len(stages) times
+        first = self.stages[0]
+        n_first = max(first.muscle.n_params - 1, 0)
+        rt, choice = first._stencil_runtime(first._bind(src, extras[:n_first], None), src,
+                                            iterations * len(self.stages))
         per_stage: list[list] = [[] for _ in self.stages]
         decided: dict = {}
         cur = src
@@ -942,6 +963,8 @@ class StencilSequence:
                     raise ShapeError(f"{stage.origin}: stage {i} takes {n_extra} extra "
                                      f"argument(s) but the sequence was given {len(extras)}")
                 bound = stage._bind(cur, extras[:n_extra], None)
+                if choice is not None:
+                    fp64_check(rt, bound.plan.uses_fp64, stage.origin)
                 dst = empty_like_shape(src.shape, bound.out_dtype, rt)
                 bound.launch(rt, cur, dst, stage._check_params_arg(stage_params[i]), decided,
                              per_stage[i], key=i)
@@ -958,6 +981,9 @@ class StencilSequence:
             last.global_size, last.local_size, events, refused,
             "+".join(sorted({ln.source for ln in self.last_launches})))
         self.last_launch.iterations = iterations
+        if choice is not None:
+            self.last_launch.choice = choice
+            first._chosen(choice, cur)
         return cur
 
     def _stage_params(self, params) -> list:
