@@ -44,6 +44,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))
 
 TIE = 1.05                       # within 5% of the oracle's time counts as a tie
+LARGE = 1 << 18                  # sizes where skelpy's per-call Python work is negligible
 DEPTH = 16                       # AllPairs row length
 
 
@@ -199,6 +200,12 @@ def summarise(rows: list[dict], labels: list[str]) -> dict:
         out[f"d_geomean[{dev}]"] = geo(ds)
         out[f"d_median[{dev}]"] = statistics.median(ds) if ds else None
         out[f"d_within_1.5[{dev}]"] = sum(d <= 1.5 for d in ds) / len(ds) if ds else None
+        big = [max(p, m) / min(p, m) for r in rows if r["n"] >= LARGE
+               for p, m in [(r["predicted_s"][labels.index(dev)],
+                             r["forced_s"][labels.index(dev)])] if p]
+        out[f"d_geomean_large[{dev}]"] = geo(big)
+    out["overhead_median_s"] = statistics.median(
+        r["auto_s"] - r["forced_s"][labels.index(r["auto"])] for r in rows)
     by_size = {}
     for r in rows:
         b = by_size.setdefault(r["n"], [0, 0, 0])
@@ -295,9 +302,14 @@ def markdown(results: Path, md_dir: Path) -> str:
             L.append(f"| geomean slowdown, always {lab} | "
                      f"{_x(s.get(f'slowdown_always[{lab}]'))} | |")
         for lab in labels:
-            L.append(f"| prediction error d on {lab}: geomean / median / share <= 1.5 | "
-                     f"{_x(s.get(f'd_geomean[{lab}]'))} / {_x(s.get(f'd_median[{lab}]'))} / "
-                     f"{_pct(s.get(f'd_within_1.5[{lab}]'))} | |")
+            L.append(f"| prediction error d on {lab}: geomean / median / share <= 1.5; "
+                     f"geomean at 2^18 and more | {_x(s.get(f'd_geomean[{lab}]'))} / "
+                     f"{_x(s.get(f'd_median[{lab}]'))} / "
+                     f"{_pct(s.get(f'd_within_1.5[{lab}]'))}; "
+                     f"{_x(s.get(f'd_geomean_large[{lab}]'))} | |")
+        ov = s.get("overhead_median_s")
+        if ov is not None:
+            L.append(f"| auto mode's own time per call (median) | {ov * 1e6:.0f} µs | |")
         L += ["", "Per size (cases: optimal / within 5% / slower):", "",
               "| size | " + " | ".join(f"2^{int(math.log2(int(n)))}"
                                        for n in s.get("by_size", {})) + " |",

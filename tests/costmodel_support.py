@@ -40,5 +40,6 @@ class FakeContainer:
 
     def __init__(self, n: int, on=None, host: bool = True):
         self.dtype = np.dtype(np.float32)
+        self.shape = (n,)
         self.nbytes = 4 * n
         self.residence = (host, on)

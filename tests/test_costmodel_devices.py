@@ -39,6 +39,9 @@ def follows_rule(ch):
     """The choice is the lowest prediction, unless that beats the incumbent by no more
     than the margin (then the incumbent)."""
     best = min(ch.predictions, key=lambda k: ch.predictions[k].total)
+    if ch.reason.startswith("exploring"):          # a kernel's first run on a device
+        return ch.predictions[ch.device].total <= cm.settings.explore * min(
+            p.total for p in ch.predictions.values()) * ch.margin
     gain = ch.predictions[ch.incumbent].total / ch.predictions[best].total
     want = best if gain > ch.margin else ch.incumbent
     return ch.device == want

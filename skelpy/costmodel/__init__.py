@@ -35,6 +35,18 @@ from .model import Prediction
 from .registry import coefficients, remember, stored
 from .terms import DeviceCoefficients, Line
 
+
+def reset() -> None:
+    """Forget what the cost model holds in memory: coefficients, histories, decisions
+    (tests; the files stay)."""
+    from . import auto, choice, history, registry
+
+    registry.forget()
+    history.forget()
+    choice.forget_explored()
+    auto.forget()
+
+
 __all__ = ["CallSpec", "DeviceChoice", "DeviceCoefficients", "Line", "Prediction", "Work",
            "calibrate", "call_work", "choose", "coefficients", "predict", "remember",
-           "settings", "stored"]
+           "reset", "settings", "stored"]

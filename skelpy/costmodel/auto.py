@@ -25,7 +25,8 @@ from .access import extra_read_classes
 from .choice import CallSpec, DeviceChoice, choose
 
 MAX_PENDING = 256
-REUSE = 16                  # repeats of a call that reuse its decision before a new one
+REUSE = 32                  # repeats of a call that reuse its decision before a new one
+SETTLE_EVERY = 8            # finished calls are recorded in batches of about this many
 
 _pending: list[DeviceChoice] = []
 _previous: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # skeleton -> runtime
@@ -48,6 +49,16 @@ def settle(wait: bool = False) -> None:
     if done:
         with _lock:
             _pending[:] = [c for c in _pending if not c.recorded]
+
+
+def forget() -> None:
+    """Drop remembered decisions and pending records (tests)."""
+    with _lock:
+        _pending.clear()
+    _decisions.clear()
+    _warm.clear()
+    _previous.clear()
+    _results.clear()
 
 
 def reads_result_guess(skeleton: Any) -> bool:
@@ -86,7 +97,8 @@ def _decide(skeleton: Any, spec: CallSpec) -> DeviceChoice:
 
 def place(skeleton: Any, spec: CallSpec) -> DeviceChoice:
     """Choose the runtime for this call and move its inputs there (timed)."""
-    settle()
+    if len(_pending) >= SETTLE_EVERY:
+        settle()
     choice = _decide(skeleton, spec)
     rt = choice.runtime
     moving = [c for c in spec.containers() if c.residence[1] is not rt]

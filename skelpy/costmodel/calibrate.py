@@ -33,6 +33,7 @@ MAX_ITEMS = 1 << 24
 TRANSFER_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 23, 1 << 25)
 OPS = 64                   # iterations of the arithmetic loops (calibrate.cl's SKC_OPS)
 STRIDE = 16                # elements between strided reads (64 bytes of float)
+NB_COLS = 1024             # row length of the neighbourhood kernel's matrix
 REPEATS = 5
 
 
@@ -277,6 +278,17 @@ class Calibrator:
                 cl.enqueue_copy(self.queue, b, rng.permutation(n).astype(np.uint32))
             return b
 
+        pad_cache: dict[int, cl.Buffer] = {}
+
+        def padded(n: int) -> cl.Buffer:
+            b = pad_cache.get(n)
+            if b is None:
+                pad_cache.clear()
+                size = n + 2 * NB_COLS + 2
+                b = pad_cache[n] = self.buffer(4 * size)
+                cl.enqueue_copy(self.queue, b, np.ones(size, f))
+            return b
+
         self.progress("kernel base cost")
         empty = self.slope("skc_empty", "float", lambda n: (pair(n)[1],))
         s = {"empty": empty.per_unit}
@@ -287,7 +299,7 @@ class Calibrator:
                                        np.uint64(_pow2_below(n) - 1))),
                 ("gather", lambda n: (pair(n)[0], index(n), pair(n)[1])),
                 ("constant", lambda n: pair(n)),
-                ("neighbours", lambda n: (*pair(n), np.int64(1024), np.int64(n)))):
+                ("neighbours", lambda n: (padded(n), pair(n)[1], np.int64(NB_COLS)))):
             self.progress(f"memory: {name}")
             s[name] = self.slope("skc_" + name, "float", args).per_unit
         one, two = f(1.0001), f(0.5)

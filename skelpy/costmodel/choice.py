@@ -32,9 +32,12 @@ from .terms import DeviceCoefficients
 class Settings:
     """``measurements``: predict kernels from measured times where there are any (this
     device's history, the tuning store) and correct the static model by its measured
-    error; False predicts from the coefficients alone (tests of the static model)."""
+    error; False predicts from the coefficients alone (tests of the static model).
+    ``explore``: run a kernel once on a device it never ran on, when that device's
+    prediction is within this factor of the chosen one's (1 or less: never)."""
 
     measurements: bool = True
+    explore: float = 1.5
 
 
 settings = Settings()
@@ -75,12 +78,21 @@ class CallSpec:
                          iterations=self.iterations)
 
     def containers(self) -> list:
-        seen, out = set(), []
-        for c in (*self.inputs, *self.extras):
-            if id(c) not in seen:
-                seen.add(id(c))
-                out.append(c)
-        return out
+        """Every container the call reads, each once."""
+        got = self.__dict__.get("_containers")
+        if got is None:
+            seen, got = set(), []
+            for c in (*self.inputs, *self.extras):
+                if id(c) not in seen:
+                    seen.add(id(c))
+                    got.append(c)
+            self.__dict__["_containers"] = got
+        return got
+
+
+def nbytes_of(c) -> int:
+    """A container's bytes (``math.prod``: NumPy's prod costs microseconds per call)."""
+    return math.prod(c.shape) * c.dtype.itemsize
 
 
 def residence(c) -> tuple[bool, Any]:
@@ -145,7 +157,7 @@ def predict(rt, spec: CallSpec, *, work: Work | None = None,
         on_host, holder = residence(c)
         if holder is rt:
             continue
-        nbytes = c.nbytes
+        nbytes = nbytes_of(c)
         if not on_host and holder is not None:        # on another device: via the host
             upload += _model.download_seconds(coefficients(holder), nbytes)
             moves.append((nbytes, holder.device.name))
@@ -246,7 +258,7 @@ def incumbent_of(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> An
     for c in spec.containers():
         _on_host, holder = residence(c)
         if holder is not None and any(holder is rt for rt in runtimes):
-            held[id(holder)] = held.get(id(holder), 0) + c.nbytes
+            held[id(holder)] = held.get(id(holder), 0) + nbytes_of(c)
     if held:
         top = max(held.values())
         for rt in runtimes:
@@ -255,6 +267,29 @@ def incumbent_of(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> An
     if previous is not None and any(previous is rt for rt in runtimes):
         return previous
     return runtimes[0]
+
+
+def _explore(spec: CallSpec, preds: dict, by_label: dict, label: str, reason: str):
+    """Run on a device that has never run this kernel when its prediction is within
+    ``settings.explore`` of the chosen one: otherwise a device the static model
+    overestimates is never measured, and never chosen. Once per kernel and device."""
+    chosen = preds[label].total
+    for other, p in sorted(preds.items(), key=lambda kv: kv[1].total):
+        key = (by_label[other].device.key, spec.measure_key)
+        if other == label or p.kernel_source != "model" or key in _explored \
+                or p.total > settings.explore * chosen:
+            continue
+        _explored.add(key)
+        return other, (f"exploring: {other} has not run this kernel (predicted "
+                       f"{p.total / max(chosen, 1e-12):.2f}x the time of {label})")
+    return label, reason
+
+
+_explored: set[tuple[str, str]] = set()
+
+
+def forget_explored() -> None:
+    _explored.clear()
 
 
 def choose(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> DeviceChoice:
@@ -286,5 +321,7 @@ def choose(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> DeviceCh
             label = inc_label
             reason = (f"stays: {best_label} predicted only {gain:.2f}x faster (margin "
                       f"{margin:.2f})")
+    if settings.measurements and settings.explore > 1:
+        label, reason = _explore(spec, preds, by_label, label, reason)
     return DeviceChoice(by_label[label], label, preds, inc_label, margin, reason,
                         spec.skeleton, spec.measure_key, float(spec.dataset.get("n", 0.0)))

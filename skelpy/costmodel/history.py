@@ -31,7 +31,7 @@ RECENT = 64                  # records the error and the correction look at
 DEFAULT_ERROR = 1.3          # before any measurement: [Pöppl 2014] §6.1's mean q of 1.26-1.28
 NEAR_SIZE = 8.0             # sizes whose errors tell about this one
 SAVE_EVERY = 1024            # write the file after this many new records (and at exit)
-PER_SIZE = 16               # measured times kept per kernel and size for its median
+PER_SIZE = 16               # measured times kept per kernel and size
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,12 @@ class Record:
         return cls(**text, **nums)
 
 
-def _median(xs: list[float]) -> float:
+def _typical(xs: list[float]) -> float:
+    """The lower quartile of measured times: interference from other work on the machine
+    only ever adds time, so one disturbed run among few must not move the estimate (a
+    median of two takes the larger)."""
     ys = sorted(xs)
-    return ys[len(ys) // 2]
+    return ys[len(ys) // 4]
 
 
 def _bucket(n: float) -> int:
@@ -118,13 +121,13 @@ class History:
 
     # -- queries ----------------------------------------------------------------------------
     def kernel_time(self, kernel: str, n: float) -> float | None:
-        """The median recent measured time of ``kernel`` at sizes of ``n``'s log2 bucket."""
+        """The typical recent measured time of ``kernel`` at sizes of ``n``'s log2 bucket."""
         slot = self._times.get(kernel, {}).get(_bucket(n))
-        return _median(slot[1]) if slot else None
+        return _typical(slot[1]) if slot else None
 
     def measured_sizes(self, kernel: str) -> list[tuple[float, float]]:
-        """(size, median recent measured time) of ``kernel`` per log2 size bucket."""
-        return [(n, _median(ts)) for n, ts in self._times.get(kernel, {}).values()]
+        """(size, typical recent measured time) of ``kernel`` per log2 size bucket."""
+        return [(n, _typical(ts)) for n, ts in self._times.get(kernel, {}).values()]
 
     def _memo(self, key: tuple, compute) -> float:
         """``compute()``, recomputed only after a few new records (it scans many)."""
