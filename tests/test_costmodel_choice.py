@@ -286,3 +286,13 @@ def test_a_device_that_never_ran_a_kernel_is_tried_once_when_close(cache, monkey
         assert c.device == "near", c
     finally:
         _choice.settings.measurements = True
+
+
+def test_a_device_whose_calibration_fails_is_left_out(cache):
+    near, far = two_devices()
+    broken = FakeRuntime(FakeDevice("test | broken | 1", "broken"))   # nothing to measure with
+    with pytest.warns(RuntimeWarning, match="leaves out broken"):
+        c = choose(spec_for(1000), [near, far, broken])
+    assert set(c.predictions) == {"near", "far"}
+    c = choose(spec_for(1000), [near, far, broken])                     # warned once
+    assert set(c.predictions) == {"near", "far"}

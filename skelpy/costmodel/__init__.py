@@ -43,7 +43,7 @@ def reset() -> None:
 
     registry.forget()
     history.forget()
-    choice.forget_explored()
+    choice.forget()
     auto.forget()
 
 

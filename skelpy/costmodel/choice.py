@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -288,13 +289,35 @@ def _explore(spec: CallSpec, preds: dict, by_label: dict, label: str, reason: st
 _explored: set[tuple[str, str]] = set()
 
 
-def forget_explored() -> None:
+def forget() -> None:
+    """Forget the explorations and unusable devices of this process (tests)."""
     _explored.clear()
+    _unusable.clear()
+
+
+_unusable: dict[str, str] = {}
+
+
+def _calibrated(rt) -> bool:
+    """Whether ``rt``'s device has coefficients (calibrating it now if needed); a device
+    whose calibration fails is left out of auto mode, with one warning."""
+    key = rt.device.key
+    if key in _unusable:
+        return False
+    try:
+        coefficients(rt)
+        return True
+    except Exception as exc:  # noqa: BLE001 - a broken device must not break every call
+        _unusable[key] = str(exc)
+        warnings.warn(f"skelpy: auto mode leaves out {rt.device.name}: its cost-model "
+                      f"calibration failed ({exc})", RuntimeWarning, stacklevel=4)
+        return False
 
 
 def choose(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> DeviceChoice:
     """Predict ``spec`` on every runtime that can run it and pick one (see module doc)."""
-    usable = [rt for rt in runtimes if not spec.needs_fp64 or rt.device.has_fp64]
+    usable = [rt for rt in runtimes if (not spec.needs_fp64 or rt.device.has_fp64)
+              and _calibrated(rt)]
     if not usable:
         usable = list(runtimes)[:1]                   # the call reports the missing fp64
     names = labels(usable)
