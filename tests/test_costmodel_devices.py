@@ -66,6 +66,11 @@ cm.settings.measurements = False
 # three operations per element (two math calls, one addition): the predictions meet at
 N_STAR = (LATENCY["pthread"] - LATENCY["basic"]) / (3 * (PER_OP["basic"] - PER_OP["pthread"]))
 
+try:
+    sk.use("auto:no-such-device")
+    raise AssertionError("an unknown device was accepted")
+except sk.DeviceError as exc:
+    assert "no-such-device" in str(exc)
 f = sk.Map(lambda x: math.sqrt(x) + math.sin(x))
 sk.use("auto")
 flips = []
@@ -177,10 +182,11 @@ print("AUTO-STATIC-OK", flips)
 '''
 
 CALIBRATED = COMMON + '''
-import json
 from skelpy.costmodel import history
 
-sk.use("auto")
+# SKELPY_DEVICE=auto:pthread,basic (set by the test): no sk.use() call
+assert R.auto() and R.fixed() is None
+assert [r.device for r in R.auto_runtimes()] == [pth, basic]
 g = sk.Map(lambda x: x * np.float32(2) + np.float32(1))
 red = sk.Reduce(lambda x, y: x + y, identity=0)
 choices = []
@@ -208,12 +214,13 @@ print("AUTO-CALIBRATED-OK", len(choices), sorted(kinds))
 '''
 
 
-def _run(args, tmp_path, timeout=600):
+def _run(args, tmp_path, timeout=600, **extra_env):
     env = dict(os.environ)
     env["POCL_DEVICES"] = "basic pthread"
     env["SKELPY_CACHE_DIR"] = str(tmp_path / "cache")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("SKELPY_DEVICE", None)
+    env.update(extra_env)
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
                           timeout=timeout, cwd=tmp_path)
 
@@ -239,7 +246,7 @@ def test_calibrated_choices_follow_their_predictions_and_are_recorded(tmp_path):
     assert again.stdout.count("stored (--force measures again)") == 2, again.stdout
     script = tmp_path / "calibrated.py"
     script.write_text(textwrap.dedent(CALIBRATED))
-    proc = _run([str(script)], tmp_path)
+    proc = _run([str(script)], tmp_path, SKELPY_DEVICE="auto:pthread,basic")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert "AUTO-CALIBRATED-OK" in proc.stdout
     assert "calibrating" not in proc.stderr         # `skelpy calibrate` stored them
