@@ -318,6 +318,17 @@ def markdown(results: Path, md_dir: Path) -> str:
               "| --- |" + " --- |" * len(s.get("by_size", {})),
               "| choices | " + " | ".join(f"{v['optimal']} / {v['tie']} / {v['slowdown']}"
                                          for v in s.get("by_size", {}).values()) + " |", ""]
+        worst = sorted(((r["forced_s"][labels.index(r["auto"])] / min(r["forced_s"]), r)
+                        for r in doc.get("rows", []) if r["auto"] != r["oracle"]),
+                       key=lambda x: -x[0])[:8]
+        if worst:
+            L += ["Worst choices (the chosen device's time over the oracle's):", "",
+                  "| case | size | data on | chose | oracle | slowdown | reason |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+            L += [f"| {r['case']} | 2^{int(math.log2(r['n']))} | {r['residency']} | "
+                  f"{r['auto']} | {r['oracle']} | {x:.2f}x | {r.get('reason', '')} |"
+                  for x, r in worst]
+            L.append("")
         if doc.get("chart"):
             try:
                 rel = (results / doc["chart"]).relative_to(md_dir).as_posix()
