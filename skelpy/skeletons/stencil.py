@@ -358,7 +358,7 @@ class Stencil(Skeleton):
             return out, launches
 
         out, launch = _temporal.iterate(tplan, src, iterations, forced, bound.extra_args(rt),
-                                        single_steps, self.origin)
+                                        single_steps, self.origin, rt)
         self.last_launch = launch if launch is not None else _merge_launches(self.kind, ran)
         return out
 
