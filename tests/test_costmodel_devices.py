@@ -203,6 +203,7 @@ for ch in choices:
     assert set(ch.predictions) == {basic.name, pth.name}
     assert all(p.total > 0 for p in ch.predictions.values())
     assert ch.measured > 0 and math.isfinite(ch.error), ch
+    assert f"d = {ch.error:.2f}" in repr(ch), repr(ch)
 from skelpy.costmodel import auto
 auto.settle(wait=True)
 recorded = sum(len(history.history(d.key).records) for d in (basic, pth))

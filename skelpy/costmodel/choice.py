@@ -243,7 +243,12 @@ class DeviceChoice:
 
     def __repr__(self) -> str:
         preds = ", ".join(f"{k}: {v.total * 1e3:.3f} ms" for k, v in self.predictions.items())
-        return f"DeviceChoice({self.label!r}; {self.reason}; predicted {preds})"
+        text = f"DeviceChoice({self.label!r}; {self.reason}; predicted {preds}"
+        if self.events and self.done():
+            p = self.predicted
+            text += (f"; kernel+uploads predicted {(p.kernel + p.upload) * 1e3:.3f} ms, "
+                     f"measured {self.measured * 1e3:.3f} ms (d = {self.error:.2f})")
+        return text + ")"
 
 
 def labels(runtimes: Sequence) -> list[str]:
