@@ -199,7 +199,7 @@ class Calibrator:
                                                      pinned=bool(name)))
                     out[direction + name] = fit_line(xs, ts)
         finally:
-            del pinned
+            pinned.base.release(self.queue)          # unmap, then free
             pinned_buf.release()
         return out
 
