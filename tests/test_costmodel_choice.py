@@ -180,8 +180,11 @@ def test_measured_times_replace_the_static_model(cache):
     h.add(rec(n // 4, 1.0, 1e-4))
     assert predict(near, spec_for(n)).kernel == pytest.approx(
         1e-4 + (3e-4 - 1e-4) * (n - n // 4) / (2 * n - n // 4))
-    # above every measured size: the largest one's time plus the model's increase
-    assert predict(near, spec_for(8 * n)).kernel == pytest.approx(3e-4 + 6 * static)
+    # above every measured size: the largest one's time plus the measured slope (the
+    # model here has no fixed cost: all of its time grows with the size, so the measured
+    # slope counts fully)
+    slope = (3e-4 - 1e-4) / (2 * n - n // 4)
+    assert predict(near, spec_for(8 * n)).kernel == pytest.approx(3e-4 + slope * 6 * n)
     # measured at this size: taken as it is (the lower quartile: a disturbed run only adds)
     for m in (4e-4, 9e-4, 2e-4, 3e-4, 5e-4):
         h.add(rec(n, 1.0, m))
@@ -227,13 +230,11 @@ def test_the_tuners_measurement_of_the_scenario_is_preferred(cache):
     tuned._forget()
     p = predict(far, spec)
     assert p.kernel_source == "tuner" and p.kernel == pytest.approx(5e-4)
-    # a size the tuner did not measure: the measured time plus the model's increase
+    # a size the tuner did not measure: from the measured one (far's model has no fixed
+    # cost, so all of the measured time grows with the size)
     tuned._forget()
     p2 = predict(far, spec_for(2 * n, kernel="tuned-kernel"))
-    increase = predict(far, spec_for(2 * n, kernel="unseen")).kernel - \
-        predict(far, spec_for(n, kernel="unseen")).kernel
-    assert increase > 0
-    assert p2.kernel_source == "nearby" and p2.kernel == pytest.approx(5e-4 + increase)
+    assert p2.kernel_source == "nearby" and p2.kernel == pytest.approx(2 * 5e-4)
 
 
 def test_history_survives_the_process_and_merges(cache):
@@ -296,3 +297,37 @@ def test_a_device_whose_calibration_fails_is_left_out(cache):
     assert set(c.predictions) == {"near", "far"}
     c = choose(spec_for(1000), [near, far, broken])                     # warned once
     assert set(c.predictions) == {"near", "far"}
+
+
+def test_extrapolation_trusts_a_measured_slope_as_far_as_the_size_was_large():
+    from skelpy.costmodel.choice import from_nearby
+
+    def model(m):                        # 100 us fixed, 1 ns per element
+        return 1e-4 + 1e-9 * m
+    # measured at a size where the fixed cost dominates the model (share 1%): the
+    # model's slope, not the measured one (which the fixed cost's error would swamp)
+    got = from_nearby([(1e3, 3e-4)], 1e7, model)
+    share = 1e-6 / (1e-4 + 1e-6)
+    meas = (3e-4 - 1e-4) / 1e3
+    assert got == pytest.approx(3e-4 + (share * meas + (1 - share) * 1e-9) * (1e7 - 1e3))
+    # measured where the per-element part dominates (share 99%): mostly the measured slope
+    got = from_nearby([(1e7, 2e-3), (4e7, 5e-3)], 8e7, model)
+    share = (model(4e7) - model(0)) / model(4e7)
+    meas = (5e-3 - 2e-3) / 3e7
+    assert got == pytest.approx(5e-3 + (share * meas + (1 - share) * 1e-9) * 4e7)
+    # between two sizes: the line; below the smallest: scaled by the model
+    assert from_nearby([(1e3, 1e-4), (1e5, 3e-4)], 5.05e4, model) == pytest.approx(2e-4)
+    assert from_nearby([(1e5, 3e-4)], 1e3, model) == pytest.approx(
+        3e-4 * model(1e3) / model(1e5))
+
+
+def test_a_kernel_measured_on_another_device_is_scaled_by_the_models(cache):
+    near, far = two_devices()
+    n = 100_000
+    history.history(near.device.key).add(rec(n, 1.0, 2e-3, kernel="k9"))
+    c = choose(spec_for(n, kernel="k9"), [near, far])
+    pn, pf = c.predictions["near"], c.predictions["far"]
+    assert pn.kernel_source == "history" and pn.kernel == pytest.approx(2e-3)
+    # far: near's measurement times far's static kernel time over near's
+    assert pf.kernel_source == "scaled"
+    assert pf.kernel == pytest.approx(2e-3 * (2 * 1e-10) / (2 * 5e-9))

@@ -101,15 +101,27 @@ def residence(c) -> tuple[bool, Any]:
     return c.residence
 
 
-def kernel_prediction(rt, spec: CallSpec, coef: DeviceCoefficients,
-                      work: Work) -> tuple[float, str]:
-    """The kernel term and where it came from: this kernel's measured time at this size
-    (the history of calls, then the tuner's store), else at the nearest measured size
-    scaled by the static model, else the static model times the device's correction."""
+NEAR = 4.0                  # a measured size within this factor is "near"
+
+
+def kernel_prediction(rt, spec: CallSpec, coef: DeviceCoefficients, work: Work,
+                      others: Sequence = ()) -> tuple[float, str]:
+    """The kernel term and where it came from, measured times first:
+
+    1. ``history``: this kernel's own calls on this device at this size (log2 bucket);
+    2. ``tuner``: the tuning store's measurement of this scenario;
+    3. ``nearby``: measured on this device at sizes within a factor :data:`NEAR`, or on
+       both sides of this one (see :func:`from_nearby`);
+    4. ``scaled``: measured at this size on another device (``others``: (runtime,
+       coefficients) pairs), times the ratio of the two devices' static predictions:
+       errors of the class costs that both devices share cancel in the ratio;
+    5. ``nearby`` from farther sizes;
+    6. ``model``: the static model, times its measured error on this device."""
     dev = rt.device
     n = float(spec.dataset.get("n", 0.0))
+    static = _model.kernel_seconds(coef, work)
     if not settings.measurements:
-        return _model.kernel_seconds(coef, work), "model"
+        return static, "model"
     hist = _history.history(dev.key)
     t = hist.kernel_time(spec.measure_key, n)
     if t is not None:
@@ -117,40 +129,68 @@ def kernel_prediction(rt, spec: CallSpec, coef: DeviceCoefficients,
     t = tuned.scenario_seconds(dev, spec.kernel_key, spec.dataset)
     if t is not None:
         return t * spec.iterations, "tuner"
-    static = _model.kernel_seconds(coef, work)
     points = hist.measured_sizes(spec.measure_key)
     points += [(m, s * spec.iterations) for m, s in tuned.measured_sizes(dev, spec.kernel_key)]
+
+    def model_at(m: float) -> float:
+        return _model.kernel_seconds(coef, work.at_size(m / n))
+
     if points and n > 0:
-        return from_nearby(points, n, lambda m: _model.kernel_seconds(
-            coef, work.at_size(m / n))), "nearby"
+        sizes = [m for m, _ in points]
+        if any(n / NEAR <= m <= n * NEAR for m in sizes) or (min(sizes) < n < max(sizes)):
+            return from_nearby(points, n, model_at), "nearby"
+    for other_rt, other_coef in others:
+        t = _history.history(other_rt.device.key).kernel_time(spec.measure_key, n)
+        there = _model.kernel_seconds(other_coef, work)
+        if t is not None and there > 0:
+            return t * static / there, "scaled"
+    if points and n > 0:
+        return from_nearby(points, n, model_at), "nearby"
     return static * hist.correction(), "model"
 
 
 def from_nearby(points: Sequence[tuple[float, float]], n: float, model) -> float:
-    """The kernel time at size ``n`` from times measured at other sizes: between two
-    measured sizes, on the line through them (kernel costs are linear in the size);
-    above the largest, that one's time plus the model's increase (the model's slope);
-    below the smallest, that one's time scaled by the model (the fixed cost it measured
-    shrinks with the rest)."""
-    below = [p for p in points if p[0] <= n]
-    above = [p for p in points if p[0] > n]
+    """The kernel time at size ``n`` from times measured at other sizes (``model(m)``:
+    the static prediction at size m). Between two measured sizes: on the line through
+    them (kernel costs are linear in the size). Above the largest: its time plus a slope
+    between the measured one (through the next smaller measured size, or from the
+    model's fixed cost) and the model's, weighted by how much of the model's time at that
+    size grows with the size: a small call's time says little about the slope. Below the
+    smallest: its time scaled by the model."""
+    below = sorted(p for p in points if p[0] <= n)
+    above = sorted(p for p in points if p[0] > n)
     if below and above:
-        (n0, t0), (n1, t1) = max(below), min(above)
+        (n0, t0), (n1, t1) = below[-1], above[0]
         if n1 > n0:
             return max(t0 + (t1 - t0) * (n - n0) / (n1 - n0), 0.0)
         return t0
     if below:
-        n0, t0 = max(below)
-        return t0 + max(model(n) - model(n0), 0.0)
-    n1, t1 = min(above)
+        n0, t0 = below[-1]
+        if n <= n0:
+            return t0
+        fixed = model(0.0)
+        at = model(n0)
+        slope_model = (at - fixed) / n0 if n0 > 0 else 0.0
+        share = (at - fixed) / at if at > 0 else 0.0
+        if len(below) >= 2 and below[-2][0] < n0:
+            na, ta = below[-2]
+            slope_meas = (t0 - ta) / (n0 - na)
+        else:
+            slope_meas = (t0 - fixed) / n0 if n0 > 0 else slope_model
+        if slope_meas <= 0:
+            slope_meas = slope_model
+        slope = share * slope_meas + (1 - share) * slope_model
+        return t0 + slope * (n - n0)
+    n1, t1 = above[0]
     at = model(n1)
     return t1 * model(n) / at if at > 0 else t1
 
 
 def predict(rt, spec: CallSpec, *, work: Work | None = None,
-            coef: DeviceCoefficients | None = None, label: str | None = None
-            ) -> _model.Prediction:
-    """The predicted time of ``spec`` on runtime ``rt``."""
+            coef: DeviceCoefficients | None = None, label: str | None = None,
+            others: Sequence = ()) -> _model.Prediction:
+    """The predicted time of ``spec`` on runtime ``rt`` (``others``: the other candidates
+    as (runtime, coefficients), whose measurements of this kernel may serve)."""
     coef = coef or coefficients(rt)
     work = work or spec.work()
     upload, moves = 0.0, []
@@ -163,7 +203,7 @@ def predict(rt, spec: CallSpec, *, work: Work | None = None,
             upload += _model.download_seconds(coefficients(holder), nbytes)
             moves.append((nbytes, holder.device.name))
         upload += _model.upload_seconds(coef, nbytes)
-    kernel, source = kernel_prediction(rt, spec, coef, work)
+    kernel, source = kernel_prediction(rt, spec, coef, work, others)
     download = _model.download_seconds(coef, spec.out_bytes) if spec.reads_result else 0.0
     return _model.Prediction(label or rt.device.name, upload,
                              _model.launch_seconds(coef, work.kernels), kernel, download,
@@ -327,8 +367,10 @@ def choose(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> DeviceCh
         usable = list(runtimes)[:1]                   # the call reports the missing fp64
     names = labels(usable)
     work = spec.work()
-    preds = {lab: predict(rt, spec, work=work, label=lab)
-             for rt, lab in zip(usable, names, strict=True)}
+    coefs = [(rt, coefficients(rt)) for rt in usable]
+    preds = {lab: predict(rt, spec, work=work, coef=c, label=lab,
+                          others=[oc for oc in coefs if oc[0] is not rt])
+             for (rt, c), lab in zip(coefs, names, strict=True)}
     by_label = dict(zip(names, usable, strict=True))
     inc = incumbent_of(spec, usable, previous)
     inc_label = names[[id(r) for r in usable].index(id(inc))]
