@@ -331,3 +331,15 @@ def test_a_kernel_measured_on_another_device_is_scaled_by_the_models(cache):
     # far: near's measurement times far's static kernel time over near's
     assert pf.kernel_source == "scaled"
     assert pf.kernel == pytest.approx(2e-3 * (2 * 1e-10) / (2 * 5e-9))
+
+
+def test_uploads_are_corrected_by_their_measured_times(cache):
+    near, far = two_devices()
+    n = 1_000_000
+    before = predict(far, spec_for(n)).upload
+    h = history.history(far.device.key)
+    for k in range(4):                 # uploads measured 1.5x slower than predicted
+        h.add(history.Record("map", f"u{k}", 1e6, 1e-4, 1e-4, 4e-4, 6e-4, "model", 1.0 + k))
+    h.add(history.Record("map", "tiny", 1e3, 1e-5, 1e-5, 1e-6, 9e-5, "model", 9.0))  # ignored
+    assert h.upload_correction() == pytest.approx(1.5)
+    assert predict(far, spec_for(n)).upload == pytest.approx(1.5 * before)

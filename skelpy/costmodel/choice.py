@@ -203,6 +203,8 @@ def predict(rt, spec: CallSpec, *, work: Work | None = None,
             upload += _model.download_seconds(coefficients(holder), nbytes)
             moves.append((nbytes, holder.device.name))
         upload += _model.upload_seconds(coef, nbytes)
+    if upload and settings.measurements:
+        upload *= _history.history(rt.device.key).upload_correction()
     kernel, source = kernel_prediction(rt, spec, coef, work, others)
     download = _model.download_seconds(coef, spec.out_bytes) if spec.reads_result else 0.0
     return _model.Prediction(label or rt.device.name, upload,

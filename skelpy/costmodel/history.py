@@ -31,6 +31,7 @@ RECENT = 64                  # records the error and the correction look at
 DEFAULT_ERROR = 1.3          # before any measurement: [Pöppl 2014] §6.1's mean q of 1.26-1.28
 NEAR_SIZE = 8.0             # sizes whose errors tell about this one
 SAVE_EVERY = 1024            # write the file after this many new records (and at exit)
+UPLOAD_MIN_S = 50e-6        # uploads this long tell about bandwidth, not Python work
 PER_SIZE = 16               # measured times kept per kernel and size
 
 
@@ -167,6 +168,19 @@ class History:
         if len(rs) < 3:
             return 1.0
         return math.exp(sum(math.log(r.kernel_measured / r.kernel_predicted) for r in rs)
+                        / len(rs))
+
+    def upload_correction(self) -> float:
+        """Measured over predicted upload time on this device, from recent calls whose
+        uploads were predicted to take at least :data:`UPLOAD_MIN_S` (1.0 before three)."""
+        return self._memo(("upload",), self._upload_correction)
+
+    def _upload_correction(self) -> float:
+        rs = [r for r in list(self.records)[-4 * RECENT:]
+              if r.upload_predicted >= UPLOAD_MIN_S and r.upload_measured > 0][-RECENT:]
+        if len(rs) < 3:
+            return 1.0
+        return math.exp(sum(math.log(r.upload_measured / r.upload_predicted) for r in rs)
                         / len(rs))
 
     # -- the file ---------------------------------------------------------------------------
