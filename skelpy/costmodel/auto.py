@@ -141,7 +141,7 @@ def extra_reads(skeleton: Any, plan: Any, inputs) -> dict[str, float] | None:
     key = plan.kernel_key
     got = _reads_cache.get(key)
     if got is None:
-        tm = plan.typed
+        tm = plan.muscle
         extras = [k for k in getattr(tm, "kinds", ()) if getattr(k, "kind", "") == "array"]
         itemsize = extras[0].dtype.itemsize if extras else 4
         got = extra_read_classes(skeleton.muscle, tuple(getattr(tm, "kinds", ())),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
@@ -27,6 +28,7 @@ from .. import runtime as _rt
 from ..containers import Vector, as_container
 from .terms import MEMORY_CLASSES, OP_CLASSES, DeviceCoefficients, Line
 
+KERNEL_FILE = Path(__file__).resolve().parent.parent / "kernels" / "calibrate.cl"
 TARGET_S = 2e-3            # grow a kernel's size until one run takes this long
 MIN_ITEMS = 1 << 12
 MAX_ITEMS = 1 << 24
@@ -123,7 +125,7 @@ class Calibrator:
             opts = [f"-DSKC_T={ctype}", f"-DSKC_OPS={OPS}"]
             if ctype in ("float", "double"):
                 opts.append("-DSKC_FLOAT")
-            src = _rt.read_kernel("calibrate.cl")
+            src = KERNEL_FILE.read_text()
             if ctype == "double":
                 src = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + src
             prg = self._programs[ctype] = self.rt.build(src, opts)

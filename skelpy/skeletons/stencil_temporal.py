@@ -19,7 +19,6 @@ the iterations in passes, the last pass taking the remainder.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import ParameterError
 from ..muscle import Accessor, Muscle, Scalar, TypedMuscle, global_array
 from ..tuner.space import Param, ParamSpace
+from .kernel_source import SourceBuilder
 
 __all__ = ["Extra", "Geometry", "TemporalPlan", "Unsupported", "T_VALUES", "NAMES", "iterate"]
 
@@ -237,11 +237,15 @@ class TemporalPlan:
         for st, dt in cvals.items():
             header.append(f"#define SKP_CVAL_{st} {cval_literal(dt)}")
         header.append(f"#define SKP_CVAL_IN SKP_CVAL_{storage_c_type(dtype)}")
-        pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if self.uses_fp64 else ""
         muscle_src = "\n".join(tm.source if polish is None else polish(tm) for tm in typed)
-        self.source = (pragma + "\n".join(header) + "\n" + _rt.read_kernel("stencil_common.cl")
-                       + "\n" + muscle_src + "\n" + _rt.read_kernel("stencil_temporal.cl"))
-        self.kernel_key = hashlib.sha1(self.source.encode()).hexdigest()[:16]
+        built = (SourceBuilder("stencil_temporal")
+                 .header(header[1:])
+                 .file("stencil_common.cl")
+                 .part(muscle_src, muscles=typed)
+                 .file("stencil_temporal.cl")
+                 .data(dtype, *(e.dtype for e in self.extras if e.kind != "scalar"))
+                 .build((self.kernel_name,)))
+        self.source, self.kernel_key = built.text, built.key
         self.itemsize = storage_dtype(dtype).itemsize
         self.features = {k: float(v) for k, v in getattr(typed[0], "features", {}).items()}
         self.features.update({
