@@ -447,23 +447,45 @@ class Runtime:
             else:
                 cl.enqueue_copy(self.queue, host, buffer, src_offset=offset, is_blocking=True)
             return
-        width = host.shape[-1] * host.itemsize
         rows = host.shape[-2]
-        if len(pitches) == 1:               # rows of one rectangle: origin (byte, row)
+        if len(pitches) == 1:               # rows of one rectangle
             planes, row_pitch, slice_pitch = 1, pitches[0], 0
-            z, (y, x) = 0, divmod(offset, row_pitch)
-        else:                               # planes of rows: origin (byte, row, plane)
+        else:                               # planes of rows
             planes, (slice_pitch, row_pitch) = host.shape[-3], pitches
+        grid = host.reshape(planes, rows, host.shape[-1])
+        # NVIDIA checks a rectangle as if its last row (and plane) spanned a whole pitch, so
+        # a grid that ends near the buffer's end is refused (INVALID_VALUE) although OpenCL
+        # allows it: the last plane and the last row of the last plane go separately.
+        if planes > 1:
+            self._copy_rect(grid[:-1], buffer, offset, row_pitch, slice_pitch, to_device)
+        last = offset + (planes - 1) * slice_pitch
+        if rows > 1:
+            self._copy_rect(grid[-1:, :-1], buffer, last, row_pitch, 0, to_device)
+        tail = grid[-1, -1]
+        tail_offset = last + (rows - 1) * row_pitch
+        if to_device:
+            cl.enqueue_copy(self.queue, buffer, tail, dst_offset=tail_offset, is_blocking=True)
+        else:
+            cl.enqueue_copy(self.queue, tail, buffer, src_offset=tail_offset, is_blocking=True)
+
+    def _copy_rect(self, grid: np.ndarray, buffer, offset: int, row_pitch: int,
+                   slice_pitch: int, to_device: bool) -> None:
+        """One rectangular copy of ``grid`` (planes, rows, items), a C-contiguous view."""
+        planes, rows, items = grid.shape
+        width = items * grid.itemsize
+        if planes > 1:
             z, rest = divmod(offset, slice_pitch)
-            y, x = divmod(rest, row_pitch)
+        else:
+            z, rest, slice_pitch = 0, offset, 0
+        y, x = divmod(rest, row_pitch)
         rect = {"buffer_origin": (x, y, z), "host_origin": (0, 0, 0),
                 "region": (width, rows, planes), "buffer_pitches": (row_pitch, slice_pitch),
                 "host_pitches": (width, width * rows if planes > 1 else 0),
                 "is_blocking": True}
         if to_device:
-            cl.enqueue_copy(self.queue, buffer, host, **rect)
+            cl.enqueue_copy(self.queue, buffer, grid, **rect)
         else:
-            cl.enqueue_copy(self.queue, host, buffer, **rect)
+            cl.enqueue_copy(self.queue, grid, buffer, **rect)
 
 
 def check_allocation(device: Device, nbytes: int, what: str = "a buffer",
