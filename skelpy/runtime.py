@@ -561,15 +561,13 @@ def use(device=None) -> Device:
     named; returns the first candidate."""
     global _current, _auto, _auto_list
     if isinstance(device, str) and device.strip().lower().split(":", 1)[0] == "auto":
-        _, _, among = device.partition(":")
         found = devices()
-        chosen = [_select(x.strip(), found) for x in among.split(",") if x.strip()] \
-            or found
-        chosen = list(dict.fromkeys(chosen))
-        rts = [runtime_of(d) for d in chosen] if chosen else None
+        named = [_select(x.strip(), found) for x in device.partition(":")[2].split(",")
+                 if x.strip()]
+        rts = [runtime_of(d) for d in dict.fromkeys(named or found)]
         with _current_lock:
             _auto, _current, _auto_list = True, None, rts
-        return _select(None, chosen)
+        return _select(None, [r.device for r in rts])
     chosen = _select(device, devices())
     rt = runtime_of(chosen)
     with _current_lock:
@@ -587,7 +585,7 @@ def current() -> Runtime:
         use(os.environ.get("SKELPY_DEVICE") or None)
         if _current is not None:
             return _current
-    return runtime_of(_select(None, devices()))
+    return auto_runtimes()[0]
 
 
 def fixed() -> Runtime | None:
@@ -605,12 +603,9 @@ def auto() -> bool:
 
 
 def auto_runtimes() -> list[Runtime]:
-    """The runtimes of every device (GPUs first), the candidates of a call in auto mode."""
-    global _auto_list
-    got = _auto_list
-    if got is None:
-        got = _auto_list = [runtime_of(d) for d in devices()]
-    return got
+    """The candidates of a call in auto mode (``use("auto:...")``; all devices, GPUs
+    first, by default)."""
+    return _auto_list or [runtime_of(d) for d in devices()]
 
 
 def current_device() -> Device:
