@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -214,6 +215,7 @@ class Launch:
     events: list = field(default_factory=list)
     refused: list = field(default_factory=list)
     source: str = "default"
+    choice: Any = None      # in auto mode: the cost model's DeviceChoice (device, why, error)
 
     @property
     def kernel_time(self) -> float:
@@ -221,8 +223,9 @@ class Launch:
         return sum(event_seconds(e) for e in self.events)
 
     def __repr__(self) -> str:
+        where = "" if self.choice is None else f", device={self.choice.device!r}"
         return (f"Launch({self.skeleton}, params={self.params}, global={self.global_size}, "
-                f"local={self.local_size}, source={self.source!r})")
+                f"local={self.local_size}, source={self.source!r}{where})")
 
 
 def event_seconds(event: cl.Event) -> float:
@@ -444,23 +447,45 @@ class Runtime:
             else:
                 cl.enqueue_copy(self.queue, host, buffer, src_offset=offset, is_blocking=True)
             return
-        width = host.shape[-1] * host.itemsize
         rows = host.shape[-2]
-        if len(pitches) == 1:               # rows of one rectangle: origin (byte, row)
+        if len(pitches) == 1:               # rows of one rectangle
             planes, row_pitch, slice_pitch = 1, pitches[0], 0
-            z, (y, x) = 0, divmod(offset, row_pitch)
-        else:                               # planes of rows: origin (byte, row, plane)
+        else:                               # planes of rows
             planes, (slice_pitch, row_pitch) = host.shape[-3], pitches
+        grid = host.reshape(planes, rows, host.shape[-1])
+        # NVIDIA checks a rectangle as if its last row (and plane) spanned a whole pitch, so
+        # a grid that ends near the buffer's end is refused (INVALID_VALUE) although OpenCL
+        # allows it: the last plane and the last row of the last plane go separately.
+        if planes > 1:
+            self._copy_rect(grid[:-1], buffer, offset, row_pitch, slice_pitch, to_device)
+        last = offset + (planes - 1) * slice_pitch
+        if rows > 1:
+            self._copy_rect(grid[-1:, :-1], buffer, last, row_pitch, 0, to_device)
+        tail = grid[-1, -1]
+        tail_offset = last + (rows - 1) * row_pitch
+        if to_device:
+            cl.enqueue_copy(self.queue, buffer, tail, dst_offset=tail_offset, is_blocking=True)
+        else:
+            cl.enqueue_copy(self.queue, tail, buffer, src_offset=tail_offset, is_blocking=True)
+
+    def _copy_rect(self, grid: np.ndarray, buffer, offset: int, row_pitch: int,
+                   slice_pitch: int, to_device: bool) -> None:
+        """One rectangular copy of ``grid`` (planes, rows, items), a C-contiguous view."""
+        planes, rows, items = grid.shape
+        width = items * grid.itemsize
+        if planes > 1:
             z, rest = divmod(offset, slice_pitch)
-            y, x = divmod(rest, row_pitch)
+        else:
+            z, rest, slice_pitch = 0, offset, 0
+        y, x = divmod(rest, row_pitch)
         rect = {"buffer_origin": (x, y, z), "host_origin": (0, 0, 0),
                 "region": (width, rows, planes), "buffer_pitches": (row_pitch, slice_pitch),
                 "host_pitches": (width, width * rows if planes > 1 else 0),
                 "is_blocking": True}
         if to_device:
-            cl.enqueue_copy(self.queue, buffer, host, **rect)
+            cl.enqueue_copy(self.queue, buffer, grid, **rect)
         else:
-            cl.enqueue_copy(self.queue, host, buffer, **rect)
+            cl.enqueue_copy(self.queue, grid, buffer, **rect)
 
 
 def check_allocation(device: Device, nbytes: int, what: str = "a buffer",
@@ -507,27 +532,80 @@ def _error_code(exc: cl.Error) -> int | None:
 
 _current: Runtime | None = None
 _current_lock = threading.Lock()
+_runtimes: dict[Device, Runtime] = {}
+_auto = False
+_auto_list: list[Runtime] | None = None
+
+
+def select(spec) -> Device:
+    """The device ``spec`` names (as :func:`use` reads it), without choosing it."""
+    return _select(spec, devices())
+
+
+def runtime_of(device: Device) -> Runtime:
+    """The one runtime of ``device`` in this process (opened on first use)."""
+    rt = _runtimes.get(device)
+    if rt is None:
+        with _current_lock:
+            rt = _runtimes.get(device)
+            if rt is None:
+                rt = _runtimes[device] = Runtime(device)
+    return rt
 
 
 def use(device=None) -> Device:
     """Choose the device for all later skeleton calls: a :class:`Device`, an index into
-    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name."""
-    global _current
+    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name.
+    ``"auto"``: each call runs on the device with the lowest predicted time for it
+    (``skelpy.costmodel``), among all devices or, with ``"auto:gpu,cpu"``, among those
+    named; returns the first candidate."""
+    global _current, _auto, _auto_list
+    if isinstance(device, str) and device.strip().lower().split(":", 1)[0] == "auto":
+        found = devices()
+        named = [_select(x.strip(), found) for x in device.partition(":")[2].split(",")
+                 if x.strip()]
+        rts = [runtime_of(d) for d in dict.fromkeys(named or found)]
+        with _current_lock:
+            _auto, _current, _auto_list = True, None, rts
+        return _select(None, [r.device for r in rts])
     chosen = _select(device, devices())
+    rt = runtime_of(chosen)
     with _current_lock:
-        if _current is None or _current.device != chosen:
-            _current = Runtime(chosen)
+        _auto, _current = False, rt
     return chosen
 
 
 def current() -> Runtime:
-    """The runtime of the chosen device, opening the default one on first use."""
+    """The runtime of the chosen device, opening the default one on first use (in auto
+    mode, the default device's: calls choose their own through ``skelpy.costmodel``)."""
     rt = _current
     if rt is not None:
         return rt
-    use(os.environ.get("SKELPY_DEVICE") or None)
-    assert _current is not None
+    if not _auto:
+        use(os.environ.get("SKELPY_DEVICE") or None)
+        if _current is not None:
+            return _current
+    return auto_runtimes()[0]
+
+
+def fixed() -> Runtime | None:
+    """The runtime every call uses, None in auto mode (and before the first call)."""
     return _current
+
+
+def auto() -> bool:
+    """Whether each call chooses its device (``sk.use("auto")``, ``SKELPY_DEVICE=auto``)."""
+    if _current is None and not _auto:
+        env = (os.environ.get("SKELPY_DEVICE") or "").strip()
+        if env.lower().split(":", 1)[0] == "auto":
+            use(env)
+    return _auto
+
+
+def auto_runtimes() -> list[Runtime]:
+    """The candidates of a call in auto mode (``use("auto:...")``; all devices, GPUs
+    first, by default)."""
+    return _auto_list or [runtime_of(d) for d in devices()]
 
 
 def current_device() -> Device:

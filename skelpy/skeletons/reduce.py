@@ -144,7 +144,10 @@ class _Reduction(Skeleton):
     def _reduce(self, inputs: list, extras: list, params):
         plan, shape, axis, extras_desc, extras_val, dataset = self._signature(inputs, extras)
         forced = self._check_params_arg(params)
-        rt = _rt.current()
+        outer = 1 if axis is None else shape[1 - axis]
+        rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                       out_bytes=outer * plan.out_dtype.itemsize,
+                                       reads_result=True if axis is None else None)
         plan.check_device(rt)
         ident = identity_value(self.identity, plan.out_dtype, self.origin)
         fixed = []
@@ -154,8 +157,11 @@ class _Reduction(Skeleton):
             fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle,
                                        plan.n_muscle_inputs, rt, self.origin)
         if axis is None:
-            return self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset)
-        return self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+            result = self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset)
+        else:
+            result = self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+        self._chosen(choice, result)
+        return result
 
     def _run_flat(self, plan, rt, n, ident, fixed, forced, dataset):
         acc = plan.out_dtype
