@@ -61,7 +61,15 @@ def apply(op: str, operands: list, where: str | None = None) -> Container:
             dtypes.append(dt)
     fusion.check_translates(op, tuple(dtypes), out, where)
     args = _nodes(operands, dtypes)
+    if op == "power" and graph.is_python_scalar(operands[1]) \
+            and float(operands[1]) in SMALL_EXPONENTS:
+        args[1] = graph.const(operands[1], dtypes[1], literal=True)
     return fusion.pending_container(Node(op, tuple(args), out, shape), shape)
+
+
+#: Exponents written into the kernel (part of its structure): the translator turns them into
+#: multiplications or sqrt instead of a general pow.
+SMALL_EXPONENTS = frozenset({0.5, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0})
 
 
 def astype(x: Container, dtype, where: str | None = None) -> Container:

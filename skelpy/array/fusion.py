@@ -84,6 +84,13 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
                 texts[name] = name
             names[id(n)] = name
             return name
+        if n.op == "literal":
+            v = n.args[0]
+            name = f"{dtype_name(n.dtype)}({v.item()!r})"
+            key.append(("literal", n.dtype, v.item()))
+            names[id(n)] = name
+            texts[name] = repr(v.item())
+            return name
         if n.op == "const":
             name = f"c{len(consts)}"
             consts.append(n.args[0])
@@ -98,7 +105,7 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
             text = f"{texts[args[0]]}.astype({n.dtype.name})"
         else:
             expr = f"{dtype_name(n.dtype)}({ops.template(n.op).format(*args)})"
-            text = ops.template(n.op).format(*(f"({texts[a]})" if a.startswith("t") else
+            text = ops.template(n.op).format(*(f"({texts[a]})" if a[0] == "t" else
                                                texts[a] for a in args))
         lines.append(f"    {name} = {expr}")
         key.append((n.op, tuple(args), n.dtype))
@@ -107,7 +114,7 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
         return name
 
     result = visit(root)
-    if root.op in ("leaf", "const"):          # a copy (or a fill): still one node to return
+    if root.op in ("leaf", "const", "literal"):      # a copy (or a fill): one node to return
         name = "t0"
         lines.append(f"    {name} = {dtype_name(root.dtype)}({result})")
         key.append(("copy", root.dtype))

@@ -42,7 +42,7 @@ class Node:
         self.op, self.args, self.dtype, self.shape = op, args, dtype, shape
         if op == "leaf":
             self.n_ops, self.leaves = 0, (args[0],)
-        elif op == "const":
+        elif op in ("const", "literal"):
             self.n_ops, self.leaves = 0, ()
         else:
             self.n_ops = 1 + sum(a.n_ops for a in args)
@@ -64,11 +64,13 @@ def leaf(c: Container) -> Node:
     return Node("leaf", (c,), c.dtype, c.shape)
 
 
-def const(value, dtype: np.dtype) -> Node:
+def const(value, dtype: np.dtype, literal: bool = False) -> Node:
+    """A scalar: a kernel argument, or (``literal``) a constant written into the muscle, so
+    that the translator can specialise it (``x ** 2`` is ``x * x``, not ``pow``)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         v = np.asarray(value).astype(dtype)[()]
-    return Node("const", (v,), dtype, ())
+    return Node("literal" if literal else "const", (v,), dtype, ())
 
 
 # -- operands ---------------------------------------------------------------------------------
