@@ -7,6 +7,7 @@ launches the OpenCL kernel. See the README for a tour.
 
 from __future__ import annotations
 
+from .array import HostFallbackWarning, evaluate, where
 from .containers import Distribution, IndexMatrix, IndexVector, Matrix, Overlap, Vector
 from .errors import (
     BuildError,
@@ -42,4 +43,5 @@ __all__ = [
     "devices", "use", "current_device", "current_devices", "Device", "tuning",
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
     "DTypeError", "DeviceError", "ParameterError", "RefusedParameters",
+    "evaluate", "where", "HostFallbackWarning",
 ]

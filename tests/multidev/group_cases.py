@@ -371,3 +371,61 @@ def test_a_refusal_on_one_device_leaves_the_others(rng):
         assert f.last_launch.per_device[0].params == first[0]
     finally:
         victim.refuse_hook = None
+
+
+# -- the array style on a group (skelpy.array) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 13])
+def test_array_style_on_distributed_containers(n, rng):
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    x, y = sk.Vector(a, distribution="block"), sk.Vector(b, distribution="copy")
+    z = 2 * x + y
+    np.testing.assert_allclose(z.to_numpy(), 2 * a + b, rtol=1e-6)
+    assert abs(float(np.sum((x - y) ** 2)) - float(((a - b).astype(np.float64) ** 2).sum())) \
+        < 1e-4 * n
+    assert int(x.argmax()) == int(a.argmax())
+    np.testing.assert_array_equal((x[1:] + 1).to_numpy(), a[1:] + np.float32(1))
+    x += 1                                           # in place: the parts are stale after it
+    np.testing.assert_array_equal(x.to_numpy(), a + np.float32(1))
+    np.testing.assert_array_equal(sk.Map(lambda v: v * 2)(x).to_numpy(),
+                                  (a + np.float32(1)) * 2)
+    view = x[::2]
+    assert view.distribution is None
+    with pytest.raises(sk.ParameterError, match="view"):
+        view.redistribute("copy")
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (7, 5)])
+def test_array_views_and_writes_on_distributed_matrices(shape, rng):
+    a = rng.standard_normal(shape).astype(np.float32)
+    m = sk.Matrix(a, distribution=sk.Overlap(1))
+    double = sk.Map(lambda v: v * 2)
+    np.testing.assert_array_equal(double(m.T).to_numpy(), a.T * 2)     # a view on the group
+    np.testing.assert_array_equal(double(m[:, 1:]).to_numpy(), a[:, 1:] * 2)
+    np.testing.assert_allclose((m @ m.T).to_numpy(), a.astype(np.float64) @ a.T, rtol=1e-4,
+                               atol=1e-5)
+    np.testing.assert_allclose(m.sum(axis=0).to_numpy(), a.sum(0), rtol=1e-5, atol=1e-5)
+    r = double(m)                                    # a result on the group only
+    r[0, :] = 0                                      # a write: the parts go stale
+    r[-1:, :1] = sk.Matrix(np.full((1, 1), 7, np.float32))
+    want = a * 2
+    want[0, :] = 0
+    want[-1:, :1] = 7
+    np.testing.assert_array_equal(r.to_numpy(), want)
+    np.testing.assert_array_equal(double(r).to_numpy(), want * 2)
+    assert m.distribution == "block"                 # Map redistributed it (SkelCL's rule)
+    np.testing.assert_array_equal(m.to_numpy(), a)
+
+
+def test_heat_example_on_the_group(tmp_path):
+    from examples import heat
+
+    sk.use(sk.devices()[0])
+    try:
+        res = heat.main(["--quick", "--devices", "2", "--out", str(tmp_path)])
+    finally:
+        sk.use(GROUP)
+    assert res["max_err"] < 1e-3 and res["vs_one_device"] < 1e-4
+    assert res["cuts"] == [64] and os.path.exists(res["png"])
