@@ -110,6 +110,12 @@ class Storage:
         self.buffer, self.runtime = buffer, runtime
         self.device_valid = True
 
+    def filled_parts(self, parts) -> None:
+        """A pending value was computed into ``parts`` on a device group."""
+        self.pending = None
+        self.parts, self.distribution = parts, parts.dist
+        self.host, self.device_valid = None, False
+
     @classmethod
     def owned(cls, host: np.ndarray) -> Storage:
         """Take ``host`` (a fresh array nobody else holds) as the only copy."""

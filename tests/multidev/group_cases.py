@@ -382,6 +382,8 @@ def test_array_style_on_distributed_containers(n, rng):
     b = rng.standard_normal(n).astype(np.float32)
     x, y = sk.Vector(a, distribution="block"), sk.Vector(b, distribution="copy")
     z = 2 * x + y
+    sk.evaluate(z)
+    assert z.distribution == "block"                 # the fused kernel ran on the group
     np.testing.assert_allclose(z.to_numpy(), 2 * a + b, rtol=1e-6)
     assert abs(float(np.sum((x - y) ** 2)) - float(((a - b).astype(np.float64) ** 2).sum())) \
         < 1e-4 * n
