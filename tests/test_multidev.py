@@ -20,7 +20,7 @@ CASES = Path(__file__).parent / "multidev" / "group_cases.py"
 # The cases three devices also run: every skeleton, distribution and border mode, the awkward
 # sizes; not the sequences, temporal passes and tuner cases (the same paths on two devices).
 THREE = ("distributions or picks_block or map_zip or index_spaces or reduce or axis or scan "
-         "or allpairs or every_border or life or empty or array")
+         "or allpairs or every_border or life or empty or array or bench")
 
 
 def _on_pocl() -> bool:

@@ -431,3 +431,23 @@ def test_heat_example_on_the_group(tmp_path):
         sk.use(GROUP)
     assert res["max_err"] < 1e-3 and res["vs_one_device"] < 1e-4
     assert res["cuts"] == [64] and os.path.exists(res["png"])
+
+
+def test_bench_multidev_measures_one_and_two_devices(tmp_path, monkeypatch):
+    import benchmarks.common as bcommon
+    from benchmarks import bench_multidev, report_multidev
+
+    monkeypatch.setattr(bcommon, "RESULTS_DIR", tmp_path)
+    try:
+        data = bench_multidev.main(["--scale", "tiny", "--reps", "1", "--iterations", "3",
+                                    "--cases", "reduce,heat", "--group", GROUP,
+                                    "--max-devices", "2"])
+    finally:
+        sk.use(GROUP)
+    rows = {(r["case"], r["devices"]): r for r in data["rows"]}
+    assert set(rows) == {("reduce", 1), ("reduce", 2), ("heat", 1), ("heat", 2)}
+    assert all(r["kernel_s"] > 0 and r["wall_s"] > 0 for r in rows.values())
+    assert rows[("heat", 2)]["k"] >= 1 and rows[("reduce", 2)]["speedup_kernel"] > 0
+    lines = report_multidev.section(data, None)
+    assert any(line.startswith("| heat | 128x128 | 2 |") for line in lines)
+    assert list(tmp_path.glob("multidev-*.json"))
