@@ -616,8 +616,9 @@ def use(device=None) -> Device | list[Device]:
                     group = _groups[key] = open_group(chosen, Runtime)
                 _auto, _current = False, group.runtimes[0]
             return chosen
-        with _current_lock:                         # a group of one device is that device
-            _auto, _current = False, runtime_of(chosen[0])
+        rt = runtime_of(chosen[0])                  # a group of one device is that device
+        with _current_lock:
+            _auto, _current = False, rt
         return chosen
     chosen = _select(device, devices())
     rt = runtime_of(chosen)
