@@ -31,8 +31,8 @@ import pyopencl.tools as cl_tools
 from .errors import BuildError, DeviceError, LaunchError, RefusedParameters, ShapeError
 from .programs import ProgramCache
 
-# Launch failures that mean "these launch parameters are not acceptable here" ([Cummins 2018] §5.4.1 calls
-# them refused parameters): retrying with other parameters can succeed.
+# Launch failures that mean "these launch parameters are not acceptable here" ([Cummins 2018]
+# §5.4.1 calls them refused parameters): retrying with other parameters can succeed.
 REFUSAL_CODES = frozenset({
     cl.status_code.INVALID_WORK_GROUP_SIZE,
     cl.status_code.INVALID_WORK_ITEM_SIZE,
