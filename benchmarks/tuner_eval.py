@@ -885,7 +885,7 @@ def sweep_phase(args, out: Path) -> tuple[dict, list[dict]]:
         budget.min_reps = budget.max_reps = args.reps
     if args.prune:
         budget.prune_factor = args.prune
-    tuner.SWEEP_BUDGET = budget
+    tuner.settings.sweep_budget = budget          # the sweeps of exhaustive mode use it
     todo, notes = cases(args.quick, sizes,
                         set(args.kinds.split(",")) if args.kinds else None, args.synthetic)
     if args.only:

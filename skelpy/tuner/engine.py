@@ -245,21 +245,6 @@ class Call:
         except Exception as exc:  # noqa: BLE001
             _store_problem(exc)
 
-    def best_measured(self) -> Point | None:
-        """The fastest measured point that is legal and not refused here."""
-        space, refused = self.req.space, self.sc.refused
-        best, best_t = None, math.inf
-        for pj, (t, _n) in self.measured().items():
-            p = json.loads(pj)
-            try:
-                if space.key(p) in refused or space.index(p) is None:
-                    continue
-            except KeyError:
-                continue
-            if t < best_t:
-                best, best_t = _norm(space, p), t
-        return best
-
     # -- deciding ----------------------------------------------------------------------------
     def default(self) -> Point:
         """The space's default, or the nearest legal point when it is not legal here."""
@@ -386,6 +371,44 @@ class Call:
             return self.req.space.nearest({**pick, **fixed}, exclude=self.sc.refused)
         except (KeyError, TypeError, ValueError):
             return None
+
+    def untuned(self) -> tuple[Point, str]:
+        """What this call would run without measuring anything: the model's pick when a model
+        exists, else the space's default (what ``off`` mode runs)."""
+        try:
+            p = self.predict(manager())
+        except Exception:  # noqa: BLE001 - a model problem must never break a call
+            p = None
+        if p is not None:
+            return p, "model"
+        return self.default(), "default"
+
+    def ranking(self) -> list[Point]:
+        """Every legal point the model can score, best predicted first (empty without a
+        model): the order a sweep measures in."""
+        view = self.model_view(manager())
+        if view is None:
+            return []
+        gm, cand, fixed = view
+        approach = _model.default_method(self.req.device.features)[0]
+        if approach == "classifier":
+            approach = _model.DEFAULT_APPROACH
+        try:
+            idx = _model.rank(gm, self.features(), cand, self._refused_in(cand, fixed),
+                              approach=approach)
+        except Exception:  # noqa: BLE001
+            return []
+        return [self._full_point(cand.points[i], fixed) for i in idx]
+
+    def parse_point(self, pj: str) -> Point | None:
+        """A stored params JSON as a point of this space (None if it is not one)."""
+        p = json.loads(pj)
+        try:
+            if self.req.space.index(p) is None:
+                return None
+        except KeyError:
+            return None
+        return _norm(self.req.space, p)
 
     def shortlist(self, k: int) -> list[Point]:
         """The model's ``k`` most promising points, best first (what online mode measures)."""

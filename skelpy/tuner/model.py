@@ -402,6 +402,23 @@ def shortlist(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSe
     return [idx[j] for j in np.argsort(-sc, kind="stable")[:k]]
 
 
+def rank(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
+         refused: set[int], *, approach: str = DEFAULT_APPROACH) -> list[int]:
+    """Every unrefused candidate (indices into ``cand``), best predicted first: the order in
+    which a sweep measures."""
+    forest = gm.runtime if approach == "runtime" else gm.speedup
+    if forest is None:
+        return []
+    scen = gm.scen_schema.vector(scen_feats)
+    scorer = _Scorer(gm, forest, scen, scen_feats, cand, sign=-1.0 if approach == "runtime"
+                     else 1.0, risk=0.0)
+    idx = [i for i in range(len(cand.points)) if i not in refused]
+    if not idx:
+        return []
+    sc = scorer(idx)
+    return [idx[j] for j in np.argsort(-sc, kind="stable")]
+
+
 class _Scorer:
     """Scores candidate indices for one scenario, remembering what it has scored."""
 
