@@ -1126,7 +1126,32 @@ def main(argv=None) -> int:
                     help="sweep and save (sweeps + store JSON), analyse elsewhere")
     ap.add_argument("--analyse", metavar="SWEEPS_JSON", default=None,
                     help="analyse saved sweeps (…_sweeps.json beside its …_store.json)")
+    ap.add_argument("--lodo", nargs="*", metavar="DATA_NPZ", default=None,
+                    help="leave-one-device-out evaluation of the cross-device model over the "
+                    "shipped training data plus these files (benchmarks/tuner_transfer.py)")
+    ap.add_argument("--leave-kernels-out", action="store_true",
+                    help="--lodo: also leave every device's scenarios of the held-out "
+                    "scenario's kernel out of training")
+    ap.add_argument("--new-device", action="store_true",
+                    help="issue 18's acceptance run: fresh store, `skelpy tune` with its "
+                    "default budget (or --minutes), then held-out kernels against their "
+                    "oracle; writes tuner_newdevice_<device>.json and data-<device>.npz")
+    ap.add_argument("--data", nargs="*", default=None, metavar="DATA_NPZ",
+                    help="--new-device: training-data files beside the shipped ones")
+    ap.add_argument("--confirm-top-new", type=int, default=4, dest="confirm_top_new")
     args = ap.parse_args(argv)
+    if args.new_device:
+        from benchmarks import tuner_transfer
+
+        args.max_points = args.max_points or 64
+        args.case_seconds = args.case_seconds or 30.0
+        args.confirm_top = args.confirm_top_new
+        args.confirm_rounds = min(args.confirm_rounds, 9)
+        return tuner_transfer.main_new_device(args)
+    if args.lodo is not None:
+        from benchmarks import tuner_transfer
+
+        return tuner_transfer.main_lodo(args.lodo, Path(args.out), args.leave_kernels_out)
     if args.device:
         sk.use(args.device)
     is_cpu = not sk.current_device().features.get("dev_is_gpu", 1.0)

@@ -320,13 +320,14 @@ class Call:
         if dm is None:
             return None
         info = space_info(req.space)
+        kind = _model.device_kind(req.device.features)
         gm = dm.groups.get(info.sig)
         if gm is not None:
-            return gm, info.candidates, {}
+            return (gm, info.candidates, {}) if not gm.kinds or kind in gm.kinds else None
         names = set(info.names)
         for sig, g in dm.groups.items():
             known = sig.split(",")
-            if not set(known) < names:
+            if not set(known) < names or (g.kinds and kind not in g.kinds):
                 continue
             fixed = {n: req.space.default[n] for n in info.names if n not in known}
             cand = info.compat.get(sig)
@@ -463,16 +464,37 @@ class Call:
 # -- the entry points ----------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def capture_requests() -> Iterator[list[TuningRequest]]:
+    """Within the block, every skeleton call records its tuning requests in the list this
+    yields and runs its space's default (``off``), so that the caller can sweep them
+    itself (``skelpy tune``, the evaluations)."""
+    got: list[TuningRequest] = []
+    prev, STATE.capturing = STATE.capturing, got
+    try:
+        yield got
+    finally:
+        STATE.capturing = prev
+
+
 def execute(req: TuningRequest) -> Outcome:
     """Decide, run, and on refusal fall back to the nearest legal point not yet refused."""
     assert req.run is not None
     mode = get_mode()
+    if STATE.capturing is not None and not req.forced:
+        STATE.capturing.append(req)
+        mode = "off"
     call = Call(req, scenario(req), mode)
     if req.forced:
         point = req.space.normalise(req.forced)
         call.load()
         return call.run(*call.unrefused(point, "forced"), remember=False)
     return STRATEGIES[mode](call)
+
+
+def new_call(req: TuningRequest, mode: str | None = None) -> Call:
+    """The :class:`Call` of a captured request (what ``sweep`` works on)."""
+    return Call(req, scenario(req), mode or get_mode())
 
 
 def choose_params(req: TuningRequest) -> tuple[Point, str]:

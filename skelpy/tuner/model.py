@@ -65,6 +65,11 @@ def default_risk(scen_feats: Mapping[str, float]) -> float:
     return RISK_BY_KIND.get(kind, 0.0)
 
 
+def device_kind(features: Mapping[str, float]) -> str:
+    """"gpu" or "cpu", from device (or scenario) features."""
+    return "gpu" if features.get("dev_is_gpu", 1.0) else "cpu"
+
+
 def default_method(device_features: Mapping[str, float]) -> tuple[str, str]:
     """The (approach, coarsening strategy) measured best for this kind of device."""
     kind = "gpu" if device_features.get("dev_is_gpu", 1.0) else "cpu"
@@ -176,6 +181,11 @@ class ScenarioData:
     space: dict[str, Any]
     times: dict[str, float]                 # canonical params JSON -> median seconds
     refused: set[str] = field(default_factory=set)
+    # what the features were computed from (training-data files store these, not features)
+    kernel_features: dict[str, float] = field(default_factory=dict)
+    dataset: dict[str, Any] = field(default_factory=dict)
+    device: str = ""
+    group: str = ""                         # the kernel's name, where known (evaluations)
 
     @property
     def names(self) -> list[str]:
@@ -206,7 +216,8 @@ def load_scenarios(store: Any, device: str) -> list[ScenarioData]:
         feats = scenario_features(s["skeleton"], s["device_features"], s["kernel_features"],
                                   s["dataset"], s["space"])
         out.append(ScenarioData(s["key"], s["kernel"], s["skeleton"], feats, s["space"], times,
-                                set(ref)))
+                                set(ref), dict(s["kernel_features"]), dict(s["dataset"]),
+                                device, s["kernel"]))
     return out
 
 
@@ -254,6 +265,10 @@ class GroupModel:
     n_scenarios: int = 0
     n_rows: int = 0
     origin: str = "local"       # "local": trained on this machine; "shipped": package data
+    n_local: int = 0            # of the scenarios, this device's own (the rest: shipped data)
+    # kinds of device ("gpu", "cpu") the training scenarios ran on; a model never predicts
+    # for a kind it has not seen (a CPU's best point says nothing about a GPU's)
+    kinds: list[str] = field(default_factory=list)
 
     def classify(self, scen: np.ndarray) -> dict | None:
         if self.classifier is None or not self.classes:
@@ -273,8 +288,10 @@ def _block(sd: ScenarioData, numeric: Mapping[str, bool]) -> tuple[list[str], di
 def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
               max_depth: int = 14, classifier_kind: str = "forest", seed: int = 0,
               approaches: Sequence[str] = APPROACHES, max_rows: int = 60_000,
-              plausible_top: int = 1, n_jobs: int = 1) -> GroupModel:
-    """Fit the approaches on scenarios sharing one parameter signature."""
+              plausible_top: int = 1, n_jobs: int = 1,
+              weights: Sequence[float] | None = None, min_samples_leaf: int = 1) -> GroupModel:
+    """Fit the approaches on scenarios sharing one parameter signature; ``weights`` (one
+    per scenario) weigh its rows (this machine's measurements over shipped ones)."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
     from sklearn.tree import DecisionTreeClassifier
 
@@ -288,7 +305,8 @@ def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
         plausible.update(dict.fromkeys(ranked[:plausible_top]))
         plausible[sd.default_key] = None
     gm = GroupModel(sig, scen_schema, point_schema, n_scenarios=len(data),
-                    plausible=list(plausible))
+                    plausible=list(plausible),
+                    kinds=sorted({device_kind(sd.features) for sd in data}))
     S = scen_schema.matrix([sd.features for sd in data])
 
     if "classifier" in approaches:
@@ -300,12 +318,12 @@ def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
         else:
             clf = RandomForestClassifier(n_estimators=n_estimators, max_depth=max_depth,
                                          random_state=seed, n_jobs=n_jobs)
-        clf.fit(S, y)
+        clf.fit(S, y, sample_weight=None if weights is None else np.asarray(weights, float))
         gm.classifier = PackedForest(clf, classifier=True)
         gm.classes = [json.loads(classes[int(c)]) for c in clf.classes_]
 
     if "runtime" in approaches or "speedup" in approaches:
-        Xs, y_rt, y_sp = [], [], []
+        Xs, y_rt, y_sp, ws = [], [], [], []
         for i, (sd, (keys, cols)) in enumerate(zip(data, blocks)):
             n = len(keys)
             P = point_schema.from_columns(cols, n)
@@ -314,18 +332,20 @@ def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
             t = np.asarray([sd.times[k] for k in keys])
             y_rt.append(np.log(t))
             y_sp.append(np.log(base / t))
+            ws.append(np.full(n, 1.0 if weights is None else float(weights[i])))
         X = np.vstack(Xs)
-        yr, ys = np.concatenate(y_rt), np.concatenate(y_sp)
+        yr, ys, w = np.concatenate(y_rt), np.concatenate(y_sp), np.concatenate(ws)
         if len(X) > max_rows:
             idx = np.random.default_rng(seed).choice(len(X), max_rows, replace=False)
-            X, yr, ys = X[idx], yr[idx], ys[idx]
+            X, yr, ys, w = X[idx], yr[idx], ys[idx], w[idx]
         gm.n_rows = len(X)
         for name, target in (("runtime", yr), ("speedup", ys)):
             if name not in approaches:
                 continue
             reg = RandomForestRegressor(n_estimators=n_estimators, max_depth=max_depth,
-                                        random_state=seed, n_jobs=n_jobs, max_features=0.6)
-            reg.fit(X, target)
+                                        random_state=seed, n_jobs=n_jobs, max_features=0.6,
+                                        min_samples_leaf=min_samples_leaf)
+            reg.fit(X, target, sample_weight=None if weights is None else w)
             setattr(gm, name, PackedForest(reg))
     return gm
 

@@ -72,6 +72,7 @@ class TunerState:
         # repeated calls, which is most of a cache hit's cost
         self.by_raw: dict[tuple, Scenario] = {}
         self.manager: Any = None                    # model_manager.ModelManager of the store
+        self.capturing: list | None = None          # see engine.capture_requests
         # per-space data the engine derives once (description, model candidates)
         self.spaces: weakref.WeakKeyDictionary[ParamSpace, Any] = weakref.WeakKeyDictionary()
 

@@ -90,7 +90,7 @@ def ordered(call: Call, points: Sequence[Point], *, order: str = "predicted",
     if order == "sample":
         rest = [p for kk, p in want.items() if kk not in out]
         rest.sort(key=space.key)
-        random.Random(call.sc.key).shuffle(rest)
+        random.Random(call.req.kernel_key).shuffle(rest)   # every size: the same sample
         for p in rest:
             take(p)
         return list(out.values())
