@@ -14,6 +14,8 @@ one part's device state cannot colour the next one's timings):
     tuning                every benchmark with tuning off (defaults), model, online and a
                           sampled exhaustive sweep: tuned vs default
     tuner_eval            seed 002's tuner evaluation (opt-in: --only tuner_eval)
+    temporal              iterated stencils in passes of t steps vs single steps, GCell-steps/s
+                          beside the copy bound (opt-in: --only temporal; bench_temporal.py)
 
 Each part gets a share of the budget and picks its sizes (tiny < quick < medium < full) from
 that share; a part still running at its (cumulative) deadline is stopped, and parts that no
@@ -55,7 +57,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SCHEMA = "skelpy-bench-suite/1"
 
-PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning", "tuner_eval")
+PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning", "tuner_eval",
+         "temporal")
 DEFAULT_PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning")
 ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_allpairs",
            "allpairs": "reduce_scan_allpairs", "matmul": "reduce_scan_allpairs",
@@ -63,7 +66,7 @@ ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_
            "elementwise": "extras", "cupy": "extras"}
 # Share of the budget per part (relative weights).
 WEIGHTS = {"map": 1.0, "reduce_scan_allpairs": 2.0, "stencil": 4.0, "extras": 1.0,
-           "tuning": 2.0, "tuner_eval": 4.0}
+           "tuning": 2.0, "tuner_eval": 4.0, "temporal": 2.0}
 SCALES = ("tiny", "quick", "medium", "full")
 # Rough seconds per part and scale on the reference machines (a 2-core PoCL CPU with a cold
 # kernel cache, measured; the GPU's are guesses); a part takes the largest scale whose
@@ -72,10 +75,12 @@ SCALES = ("tiny", "quick", "medium", "full")
 EST_SECONDS = {
     "cpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 30, 70),
             "stencil": (10, 25, 50, 200), "extras": (4, 6, 12, 30),
-            "tuning": (10, 40, 90, 150), "tuner_eval": (40, 240, 480, 1200)},
+            "tuning": (10, 40, 90, 150), "tuner_eval": (40, 240, 480, 1200),
+            "temporal": (15, 50, 150, 400)},
     "gpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 25, 60),
             "stencil": (10, 30, 80, 200), "extras": (4, 6, 10, 20),
-            "tuning": (10, 40, 80, 150), "tuner_eval": (40, 240, 480, 1200)},
+            "tuning": (10, 40, 80, 150), "tuner_eval": (40, 240, 480, 1200),
+            "temporal": (15, 180, 600, 1800)},
 }
 STENCIL_SET = "game_of_life,heat_5pt,gaussian_5x5,gaussian_11x11,canny"
 _now = time.perf_counter      # the suite's clock (tests replace it to spend the budget)
@@ -171,6 +176,10 @@ def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
                     "--trees", "4"]
         minutes = f"{max(seconds * 0.7, 10) / 60:.2f}"   # leave time for the analysis
         return (["--quick"] if quick else []) + ["--minutes", minutes]
+    if part == "temporal":
+        if sc.name == "tiny":
+            return ["--quick", "--sizes", "64", "--iterations", "4", "--cases", "heat"]
+        return (["--quick"] if quick else []) + ["--budget-seconds", f"{seconds * 0.8:.0f}"]
     raise ValueError(part)
 
 
@@ -321,7 +330,7 @@ def _child(part: str, dump: Path, parts_dir: Path, argv: list[str]) -> int:
         import common as plain_common  # the name bench_reduce_scan_allpairs imports
         plain_common.RESULTS_DIR = parts_dir
     out = ["--out", str(parts_dir)] if part in ("reduce_scan_allpairs", "stencil",
-                                                 "tuner_eval") else []
+                                                 "tuner_eval", "temporal") else []
     if part == "map":
         from benchmarks import bench_map as mod
         data = mod.main(argv)
@@ -343,6 +352,9 @@ def _child(part: str, dump: Path, parts_dir: Path, argv: list[str]) -> int:
                                          "scenarios", "kernels", "points", "refused_fraction",
                                          "overhead", "best_method", "default_method",
                                          "notes", "failures", "not_swept", "when")}
+    elif part == "temporal":
+        from benchmarks import bench_temporal as mod
+        data = mod.main(argv + out)
     elif part == "extras":
         data = part_extras(argv)
     elif part == "tuning":
@@ -1060,6 +1072,8 @@ def merge(meta: dict, raw: dict[str, dict]) -> dict:
             merge_errors["tuning"] = f"{type(exc).__name__}: {exc}"
     if "tuner_eval" in raw:
         doc["tuner_eval"] = raw["tuner_eval"]
+    if "temporal" in raw:
+        doc["temporal"] = raw["temporal"]
     if merge_errors:
         doc["merge_errors"] = merge_errors
     doc["targets"] = targets(doc)

@@ -348,6 +348,48 @@ class Runtime:
     def finish(self) -> None:
         self.queue.finish()
 
+    def copy_part(self, host: np.ndarray, buffer, offset: int, pitches: Sequence[int] = (), *,
+                  to_device: bool = False) -> None:
+        """Blocking copy between the C-contiguous ``host`` and part of ``buffer``, so that
+        element and slice access to a container moves only what it needs. The last axis of
+        ``host`` is one contiguous run of bytes, the first at byte ``offset``; ``pitches``
+        gives, for each earlier axis (at most two), the distance in bytes between the runs of
+        consecutive indices in the buffer (a rectangle, or a regular grid of runs). A grid
+        must fit OpenCL's (and CUDA's) rules for a 3-D copy: the first run starts in row
+        ``y <= rows_per_plane - rows`` of its plane, each plane holding a whole number of
+        rows."""
+        if host.nbytes == 0:
+            return
+        if to_device:
+            self.stats.uploads += 1
+            self.stats.upload_bytes += host.nbytes
+        else:
+            self.stats.downloads += 1
+            self.stats.download_bytes += host.nbytes
+        if not pitches:
+            if to_device:
+                cl.enqueue_copy(self.queue, buffer, host, dst_offset=offset, is_blocking=True)
+            else:
+                cl.enqueue_copy(self.queue, host, buffer, src_offset=offset, is_blocking=True)
+            return
+        width = host.shape[-1] * host.itemsize
+        rows = host.shape[-2]
+        if len(pitches) == 1:               # rows of one rectangle: origin (byte, row)
+            planes, row_pitch, slice_pitch = 1, pitches[0], 0
+            z, (y, x) = 0, divmod(offset, row_pitch)
+        else:                               # planes of rows: origin (byte, row, plane)
+            planes, (slice_pitch, row_pitch) = host.shape[-3], pitches
+            z, rest = divmod(offset, slice_pitch)
+            y, x = divmod(rest, row_pitch)
+        rect = {"buffer_origin": (x, y, z), "host_origin": (0, 0, 0),
+                "region": (width, rows, planes), "buffer_pitches": (row_pitch, slice_pitch),
+                "host_pitches": (width, width * rows if planes > 1 else 0),
+                "is_blocking": True}
+        if to_device:
+            cl.enqueue_copy(self.queue, buffer, host, **rect)
+        else:
+            cl.enqueue_copy(self.queue, host, buffer, **rect)
+
 
 def _error_code(exc: cl.Error) -> int | None:
     try:

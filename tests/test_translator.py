@@ -1238,3 +1238,18 @@ def test_random_expressions(ocl, tmp_path):
         b.add(f, *ins, rtol=1e-5)
     assert len(b.cases) > 40
     b.run()
+
+
+# ---------------------------------------------------------------------------------------------
+# added with the translator's passes
+# ---------------------------------------------------------------------------------------------
+
+
+def weak_pow(x, n):
+    return x * pow(n, 2) + pow(x, 2) - pow(n, 3)
+
+
+def test_builtin_pow_of_python_ints(batch):
+    # pow() of Python values is Python's **; it used to stop the translator (a KeyError)
+    c = batch.add(weak_pow, floats(np.float32, special=False), Weak(list(range(-48, 48))))
+    assert c.tm.out_dtype == np.float32 and c.tm.scalar_dtypes[1] == np.int64

@@ -3,7 +3,32 @@
 ``Muscle(fn)`` parses once (and is cached per function); ``Muscle.specialise(kinds,
 out_dtype, c_name)`` gives a :class:`TypedMuscle`: C source, C parameter list, NumPy result
 dtype, the dtypes the caller passes for scalars, static features for the tuner and, for
-stencils, the accessor offsets read.
+stencils, the accessor offsets read (with the line of each read) and the loops with a
+constant trip count (which a skeleton may unroll).
+
+A Python muscle goes through these passes, one module each, read top to bottom:
+
+==================  =========================================================================
+``source.py``       the function's AST (lambdas found by line and bytecode positions)
+``symbols.py``      what each name means: a parameter, a local, a captured constant or table,
+                    a math/NumPy function, a cast, a helper function
+``inference.py``    the typed body (``typed.py``): every expression annotated with its type,
+                    constant value and meaning (``infer_exprs.py``, ``infer_calls.py``);
+                    locals get one type, a fixed point; cached per parameter kinds
+``weak.py``         which C type each weak (Python) value is computed in: the context every
+                    operand is computed in, and a fixed point for weak variables
+``cnames.py``       C names for parameters and locals
+``emit.py``         the statements as C, in one pass (operations in ``c_ops.py``, NumPy's
+                    semantics where C differs in ``clib.py``, features in ``features.py``)
+``access.py``       which accessor elements the body reads (stencil shapes)
+``assemble.py``     the C function and its :class:`TypedMuscle` (``typed_muscle.py``)
+==================  =========================================================================
+
+``translate.py`` runs them; ``muscle.py`` holds :class:`Muscle`; ``cmuscle.py`` handles OpenCL C
+source muscles; ``params.py`` the parameter kinds skeletons describe; ``dtyping.py`` NumPy
+promotion with weak scalars; ``funcs.py`` the callable functions. The passes reach called
+functions through the :class:`Muscle` objects the typed body holds, never by importing
+``muscle.py``: the package has no import cycle.
 
 Semantics follow NumPy 2 (NEP 50) on NumPy scalars; where they cannot, or where we chose
 speed or simplicity, the translator does the following (by design, not by accident):
@@ -28,8 +53,9 @@ speed or simplicity, the translator does the following (by design, not by accide
 - Captured globals and closure values are read when the muscle is first translated.
 """
 
+from .muscle import Muscle
 from .params import Accessor, IndexPoint, Scalar, global_array, scalar_arguments
-from .translator import Muscle, TypedMuscle
+from .typed_muscle import TypedMuscle
 
 __all__ = ["Accessor", "IndexPoint", "Muscle", "Scalar", "TypedMuscle", "global_array",
            "scalar_arguments"]

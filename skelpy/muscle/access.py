@@ -5,15 +5,29 @@ An abstract interpreter over the muscle's AST with integer intervals.  ``for`` l
 gives exact constant offsets; otherwise loop variables become the interval of their range.
 Calls to translated helper functions are followed with the argument intervals.  Branches whose
 condition is not a constant contribute both sides, so the result is a superset of the reads
-that can happen, never a subset.
+that can happen, never a subset.  Everything it needs (constants, which subscript is an
+accessor read, which call a helper) comes from the typed body's annotations.
 """
 
 from __future__ import annotations
 
 import ast
 import math
+from dataclasses import dataclass
 
 import numpy as np
+
+from .params import Accessor
+from .typed import (
+    NO_CONST,
+    AccessorRead,
+    ArrayItem,
+    CastCall,
+    FunctionCall,
+    HelperCall,
+    TypedBody,
+)
+from .typed_muscle import ReadSite
 
 INF = math.inf
 TOP = (-INF, INF)
@@ -42,9 +56,17 @@ def _const(v):
     return TOP
 
 
+@dataclass
+class _Read:
+    intervals: list | None          # per dimension; None: every element (a C helper reads it)
+    order: tuple = ()               # (helper depth, line, column): source order of sites
+    where: str = ""
+
+
 class _Abs:
-    def __init__(self, tr, accmap: dict[str, int], reads: dict, state: dict, depth: int = 0):
-        self.tr = tr
+    def __init__(self, body: TypedBody, accmap: dict[str, int], reads: dict, state: dict,
+                 depth: int = 0):
+        self.body = body
         self.accmap = accmap
         self.reads = reads
         self.state = state
@@ -73,7 +95,7 @@ class _Abs:
                     for e in tgt.elts:
                         env[e.id] = TOP
         elif isinstance(s, ast.AugAssign):
-            b = self.tr.synth.get(s)
+            b = self.body.synth.get(s)
             env[s.target.id] = self.ev(b, env) if b is not None else TOP
         elif isinstance(s, ast.AnnAssign):
             if s.value is not None:
@@ -163,9 +185,10 @@ class _Abs:
                 self.ev(c, env)
 
     def ev(self, node, env):
-        tr = self.tr
-        if node in tr.const:
-            return _const(tr.const[node])
+        note = self.body.notes.get(node)
+        if note is not None and note.const is not NO_CONST:
+            return _const(note.const)
+        meaning = note.meaning if note is not None else None
         if isinstance(node, ast.Name):
             return env.get(node.id, TOP)
         if isinstance(node, ast.BinOp):
@@ -224,16 +247,17 @@ class _Abs:
                 return self.ev(node.body if c[0] else node.orelse, env)
             return _hull(self.ev(node.body, env), self.ev(node.orelse, env))
         if isinstance(node, ast.Subscript):
-            inf = tr.info.get(node)
-            if inf and inf[0] == "read":
-                idx = [self.ev(i, env) for i in inf[2]]
-                top = self.accmap.get(inf[1].name)
+            if isinstance(meaning, AccessorRead):
+                idx = [self.ev(i, env) for i in meaning.indices]
+                top = self.accmap.get(meaning.param.name)
                 if top is not None:
-                    self.reads.setdefault(top, []).append(idx)
+                    order = (self.depth, node.lineno, node.col_offset)
+                    where = self.body.function.where(node)
+                    self.reads.setdefault(top, []).append(_Read(idx, order, where))
                 return TOP
-            if inf and inf[0] == "arr":
-                i = self.ev(inf[2], env)
-                vals = inf[1].values
+            if isinstance(meaning, ArrayItem):
+                i = self.ev(meaning.index, env)
+                vals = meaning.array.values
                 if not all(isinstance(v, int) for v in vals):
                     return TOP
                 n = len(vals)
@@ -244,12 +268,10 @@ class _Abs:
             self.visit(node, env)
             return TOP
         if isinstance(node, ast.Call):
-            inf = tr.info.get(node)
-            if inf and inf[0] == "helper":
-                return self.helper(node, inf[1], inf[2], env)
+            if isinstance(meaning, HelperCall):
+                return self.helper(node, meaning.muscle, meaning.kinds, env)
             args = [self.ev(a, env) for a in node.args]
-            spec = _spec_of(tr, node)
-            canon = spec.canonical if spec is not None else None
+            canon = meaning.spec.canonical if isinstance(meaning, FunctionCall) else None
             if canon in ("pymin", "minimum", "fmin") and args:
                 out = args[0]
                 for a in args[1:]:
@@ -267,70 +289,42 @@ class _Abs:
                 if hi <= 0:
                     return (-hi, -lo)
                 return (0, max(-lo, hi))
-            if _is_int_cast(tr, node) and args:
+            if isinstance(meaning, CastCall) and args and (
+                    meaning.cast.kind == "i"
+                    or (meaning.cast.dtype is not None and meaning.cast.dtype.kind in "iu")):
                 return args[0]
             return TOP
         self.visit(node, env)
         return TOP
 
     def helper(self, node, m, kinds, env):
-        from .params import Accessor
-        from .translator import _PyTranslator
-
         args = node.args
         if m.is_c or self.depth >= _DEPTH:
             for a, k in zip(args, kinds):
                 if isinstance(k, Accessor) and isinstance(a, ast.Name) and a.id in self.accmap:
-                    self.reads.setdefault(self.accmap[a.id], []).append(None)
+                    self.reads.setdefault(self.accmap[a.id], []).append(_Read(None))
                 else:
                     self.ev(a, env)
             return TOP
-        cache = self.state.setdefault("sub", {})
-        key = (id(m), kinds)
-        sub = cache.get(key)
-        if sub is None:
-            sub = _PyTranslator(m, kinds, None, "skelpy_probe")
-            sub.infer()
-            cache[key] = sub
+        sub = m.typed_body(kinds)
         accmap = {}
         senv = {}
-        for pname, a, k in zip(sub.pf.param_names, args, kinds):
+        for pname, a, k in zip(sub.function.param_names, args, kinds):
             if isinstance(k, Accessor):
                 if isinstance(a, ast.Name) and a.id in self.accmap:
                     accmap[pname] = self.accmap[a.id]
-            elif isinstance(a, ast.Name) and a.id in self.tr.idx:
+            elif isinstance(a, ast.Name) and a.id in self.body.scope.index_params:
                 senv[pname] = TOP
             else:
                 senv[pname] = self.ev(a, env)
         inner = _Abs(sub, accmap, self.reads, self.state, self.depth + 1)
-        inner.block(sub.pf.body, senv)
+        inner.block(sub.function.body, senv)
         if not inner.rets:
             return TOP
         out = inner.rets[0]
         for r in inner.rets[1:]:
             out = _hull(out, r)
         return out
-
-
-def _spec_of(tr, node):
-    from .translator import _Func
-
-    try:
-        ref = tr.sym(node.func)
-    except Exception:
-        return None
-    return ref.spec if isinstance(ref, _Func) else None
-
-
-def _is_int_cast(tr, node) -> bool:
-    from .translator import _Cast
-
-    try:
-        ref = tr.sym(node.func)
-    except Exception:
-        return False
-    return isinstance(ref, _Cast) and (ref.kind == "i" or (ref.dtype is not None
-                                                          and ref.dtype.kind in "iu"))
 
 
 def _cmp(op: str, x, y):
@@ -374,20 +368,34 @@ def _assigned(stmts) -> set[str]:
     return names
 
 
-def analyse(tr):
-    """(accesses, access_bounds) for the accessor parameters of translator ``tr``.
+@dataclass
+class Accesses:
+    """What a body reads of its accessor parameters (keyed by parameter index).
 
-    accesses[i]: the distinct constant index tuples read, or None if some index is not a
-    constant.  access_bounds[i]: inclusive (lo, hi) per dimension, or None if unbounded;
-    ((0, 0), ...) when the parameter is not read at all."""
-    accmap = {name: a.index for name, a in tr.acc.items()}
-    reads: dict[int, list] = {}
+    ``offsets[i]``: the distinct constant index tuples read, or None if some index is not a
+    constant.  ``bounds[i]``: inclusive (lo, hi) per dimension, or None if unbounded;
+    ((0, 0), ...) when the parameter is not read at all.  ``sites[i]``: every read, in
+    source order (the body's own first, then those in called functions)."""
+
+    offsets: dict[int, list[tuple[int, ...]] | None]
+    bounds: dict[int, tuple[tuple[int, int], ...] | None]
+    sites: dict[int, tuple[ReadSite, ...]]
+
+
+def analyse(body: TypedBody) -> Accesses:
+    """The reads of ``body``'s accessor parameters."""
+    accessors = body.scope.accessors
+    accmap = {name: a.index for name, a in accessors.items()}
+    reads: dict[int, list[_Read]] = {}
     state = {"budget": _BUDGET}
-    _Abs(tr, accmap, reads, state).block(tr.pf.body, {})
+    _Abs(body, accmap, reads, state).block(body.function.body, {})
     accesses: dict = {}
     bounds: dict = {}
-    for a in tr.acc.values():
-        rs = reads.get(a.index, [])
+    sites: dict = {}
+    for a in accessors.values():
+        found = reads.get(a.index, [])
+        sites[a.index] = _sites(found)
+        rs = [r.intervals for r in found]
         ndim = a.kind.ndim
         if any(r is None for r in rs):
             accesses[a.index] = None
@@ -407,4 +415,14 @@ def analyse(tr):
                                     for d in range(ndim))
         else:
             bounds[a.index] = None
-    return accesses, bounds
+    return Accesses(accesses, bounds, sites)
+
+
+def _sites(found: list[_Read]) -> tuple[ReadSite, ...]:
+    out: dict[ReadSite, None] = {}
+    for r in sorted((r for r in found if r.intervals is not None), key=lambda r: r.order):
+        offsets = None
+        if all(lo == hi for lo, hi in r.intervals):
+            offsets = tuple(int(lo) for lo, _ in r.intervals)
+        out.setdefault(ReadSite(offsets, r.where), None)
+    return tuple(out)

@@ -36,10 +36,6 @@ class CLib:
     def source(self) -> str:
         return "".join(self.parts.values())
 
-    def merge(self, other: CLib) -> None:
-        for k, v in other.parts.items():
-            self.parts.setdefault(k, v)
-
     # -- integer helpers ----------------------------------------------------------------------
 
     def floordiv(self, dt: np.dtype) -> str:

@@ -22,6 +22,7 @@ from .dtyping import FLOAT64
 from .features import FeatureCounter
 from .params import Accessor, IndexPoint, Scalar
 from .source import short_path
+from .typed_muscle import TypedMuscle
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -170,9 +171,7 @@ class CFunction:
 
     # -- specialisation ------------------------------------------------------------------------
 
-    def specialise(self, kinds, out, c_name: str):
-        from .translator import TypedMuscle
-
+    def specialise(self, kinds, out, c_name: str) -> TypedMuscle:
         c_params: list[str] = []
         scalar_dtypes: dict[int, np.dtype] = {}
         prologue: list[str] = []

@@ -3,7 +3,7 @@
 Every expression has a :class:`Ty`.  Strong types are plain NumPy dtypes.  Weak types stand for
 Python ``bool``/``int``/``float`` values (literals, Python constants, ``range()`` loop variables,
 ``len()``...); they adapt to the strong operand they meet, exactly as NEP 50 prescribes, and are
-only given a concrete C type where they are *materialised* (see translator).  Promotion is
+only given a concrete C type where they are *materialised* (see ``weak.py``).  Promotion is
 delegated to NumPy itself (``ufunc.resolve_dtypes``), so the translator cannot drift from NumPy.
 """
 
@@ -55,18 +55,9 @@ def weak(kind: str) -> Ty:
     return Ty(_WEAK_DEFAULT[kind], True)
 
 
-def strong(dtype) -> Ty:
-    return Ty(np.dtype(dtype), False)
-
-
 WEAK_BOOL = weak("b")
 WEAK_INT = weak("i")
 WEAK_FLOAT = weak("f")
-
-
-def kind_of(dtype: np.dtype) -> str:
-    k = np.dtype(dtype).kind
-    return "i" if k in "iu" else k
 
 
 def ty_of_value(value) -> Ty | None:
@@ -111,11 +102,6 @@ def result_type(*tys: Ty) -> Ty:
         warnings.simplefilter("ignore")
         dt = np.result_type(*(_rep(t) for t in tys))
     return Ty(_fix(dt))
-
-
-def join(a: Ty | None, b: Ty) -> Ty:
-    """The type of a variable that holds values of types ``a`` and ``b`` (widening)."""
-    return b if a is None else result_type(a, b)
 
 
 def resolve_ufunc(ufunc: np.ufunc, tys: tuple[Ty, ...]) -> tuple[tuple[np.dtype, ...], np.dtype]:

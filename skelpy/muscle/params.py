@@ -112,5 +112,3 @@ def _declared_name(declaration: str) -> str:
         raise ValueError(f"cannot find the parameter name in {declaration!r}")
     return m.group(1)
 
-
-ParamKind = Scalar | IndexPoint | Accessor

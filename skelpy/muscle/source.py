@@ -4,47 +4,72 @@ We parse the whole source file (cached) rather than ``inspect.getsource``'s frag
 lambda is usually in the middle of an expression (``sk.Map(lambda x: x * x)``) and several
 lambdas may share a line.  The lambda is identified by its line, its parameter names and the
 source positions of its bytecode (``co_positions``), which lie inside exactly one lambda body.
+Builtins and NumPy/operator functions used as a whole muscle (``sk.Reduce(max)``) get a tiny
+generated Python function with registered source (:func:`as_function`).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import hashlib
 import inspect
 import linecache
 import os
+import re
 import textwrap
 import types
 from dataclasses import dataclass, field
 
 from ..errors import TranslationError
+from . import funcs as F
+from .cnames import c_ident
 
-_PARSED: dict[tuple[str, str], ast.Module] = {}
+_PARSED: dict[tuple[str, str], _ParsedFile] = {}
 
 
 def short_path(filename: str) -> str:
     """``filename`` relative to the working directory when it lies below it."""
+    return _short_path(filename, os.getcwd())
+
+
+@functools.lru_cache(maxsize=512)
+def _short_path(filename: str, cwd: str) -> str:
     try:
-        rel = os.path.relpath(filename)
+        rel = os.path.relpath(filename, cwd)
     except ValueError:
         return filename
     return filename if rel.startswith("..") else rel
 
 
-def _parse_file(filename: str, lines: list[str]) -> ast.Module | None:
+class _ParsedFile:
+    """A parsed source file, with its lambdas by line and its functions by name (in
+    ``ast.walk`` order), so that finding one function does not walk the whole file."""
+
+    def __init__(self, tree: ast.Module):
+        self.lambdas: dict[int, list[ast.Lambda]] = {}
+        self.defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Lambda):
+                self.lambdas.setdefault(n.lineno, []).append(n)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.defs.setdefault(n.name, []).append(n)
+
+
+def _parse_file(filename: str, lines: list[str]) -> _ParsedFile | None:
     text = "".join(lines)
     key = (filename, hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest())
-    tree = _PARSED.get(key)
-    if tree is None:
+    parsed = _PARSED.get(key)
+    if parsed is None:
         try:
-            tree = ast.parse(text, filename)
+            parsed = _ParsedFile(ast.parse(text, filename))
         except SyntaxError:
             return None
         if len(_PARSED) > 64:
             _PARSED.clear()
-        _PARSED[key] = tree
-    return tree
+        _PARSED[key] = parsed
+    return parsed
 
 
 def _arg_names(node: ast.Lambda | ast.FunctionDef) -> list[str]:
@@ -68,10 +93,9 @@ def _positions(code: types.CodeType) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _find_lambda(tree: ast.Module, code: types.CodeType) -> ast.Lambda | None:
+def _find_lambda(parsed: _ParsedFile, code: types.CodeType) -> ast.Lambda | None:
     names = list(code.co_varnames[: code.co_argcount])
-    cands = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
-             and n.lineno == code.co_firstlineno and _arg_names(n) == names]
+    cands = [n for n in parsed.lambdas.get(code.co_firstlineno, ()) if _arg_names(n) == names]
     if len(cands) <= 1:
         return cands[0] if cands else None
     pos = _positions(code)
@@ -97,12 +121,11 @@ def _find_lambda(tree: ast.Module, code: types.CodeType) -> ast.Lambda | None:
     return same[0] if len(same) == 1 else None
 
 
-def _find_def(tree: ast.Module, code: types.CodeType) -> ast.FunctionDef | None:
-    for n in ast.walk(tree):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == code.co_name:
-            first = min([n.lineno] + [d.lineno for d in n.decorator_list])
-            if code.co_firstlineno in (first, n.lineno):
-                return n
+def _find_def(parsed: _ParsedFile, code: types.CodeType) -> ast.FunctionDef | None:
+    for n in parsed.defs.get(code.co_name, ()):
+        first = min([n.lineno] + [d.lineno for d in n.decorator_list])
+        if code.co_firstlineno in (first, n.lineno):
+            return n
     return None
 
 
@@ -134,6 +157,30 @@ class PyFunction:
     def error(self, node: ast.AST | None, message: str, construct: str | None = None):
         return TranslationError(message, origin=self.where(node), construct=construct)
 
+    @functools.cached_property
+    def assigned(self) -> list[ast.Name]:
+        """Every name the body assigns to (``=``, ``op=``, annotated, ``for`` targets, with
+        tuple targets unpacked), in ``ast.walk`` order."""
+        names: list[ast.Name] = []
+
+        def targets(t):
+            if isinstance(t, ast.Name):
+                names.append(t)
+            elif isinstance(t, (ast.Tuple, ast.List)):
+                for e in t.elts:
+                    targets(e)
+            elif isinstance(t, ast.Starred):
+                targets(t.value)
+
+        for stmt in self.body:
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.Assign):
+                    for t in n.targets:
+                        targets(t)
+                elif isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For)):
+                    targets(n.target)
+        return names
+
     def lookup(self, name: str):
         """The object a free name refers to (closure, then globals, then builtins)."""
         if name in self.closure:
@@ -145,7 +192,7 @@ class PyFunction:
         b = b if isinstance(b, dict) else vars(b)
         if name in b:
             return b[name]
-        return _MISSING
+        return MISSING
 
 
 class _Missing:
@@ -153,8 +200,7 @@ class _Missing:
         return "<missing>"
 
 
-_MISSING = _Missing()
-MISSING = _MISSING
+MISSING = _Missing()
 
 
 def parse_function(fn) -> PyFunction:
@@ -181,9 +227,9 @@ def parse_function(fn) -> PyFunction:
     lines = linecache.getlines(filename, fn.__globals__)
     node = None
     if lines:
-        tree = _parse_file(filename, lines)
-        if tree is not None:
-            node = _find_lambda(tree, code) if name == "<lambda>" else _find_def(tree, code)
+        parsed = _parse_file(filename, lines)
+        if parsed is not None:
+            node = _find_lambda(parsed, code) if name == "<lambda>" else _find_def(parsed, code)
         if node is None and name != "<lambda>":
             node = _fallback_def(fn, code)
     if node is None:
@@ -197,7 +243,7 @@ def parse_function(fn) -> PyFunction:
             try:
                 closure[var] = cell.cell_contents
             except ValueError:
-                closure[var] = _MISSING
+                closure[var] = MISSING
     if isinstance(node, ast.Lambda):
         body: list[ast.stmt] = [ast.Return(value=node.body, lineno=node.body.lineno,
                                            col_offset=node.body.col_offset,
@@ -223,3 +269,54 @@ def _fallback_def(fn, code: types.CodeType) -> ast.FunctionDef | None:
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == code.co_name:
             return n
     return None
+
+
+# -- builtins as muscles ----------------------------------------------------------------------
+
+_SYNTH: dict[object, types.FunctionType] = {}
+
+
+def as_function(fn):
+    """Let ``np.add``, ``max``, ``operator.mul``, ``math.sqrt``... be whole muscles by wrapping
+    them in a tiny generated Python function (registered in linecache so it has source)."""
+    if isinstance(fn, types.FunctionType):
+        return fn
+    try:
+        hit = _SYNTH.get(fn)
+    except TypeError:
+        return fn
+    if hit is not None:
+        return hit
+    expr = None
+    try:
+        expr = F.OPERATOR_SOURCES.get(fn)
+    except TypeError:
+        expr = None
+    spec = F.lookup(fn)
+    if expr is None and spec is not None:
+        n = 2 if spec.canonical in ("pymin", "pymax") else spec.nargs[0]
+        expr = "f(" + ", ".join("abc"[:n]) + ")"
+    if expr is None:
+        return fn
+    nparams = sorted(set(re.findall(r"\b[abc]\b", expr)))
+    label = getattr(fn, "__name__", "f")
+    filename = f"<skelpy builtin {label}>"
+    src = f"def {c_ident(label)}({', '.join(nparams)}):\n    return {expr}\n"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = {"f": fn}
+    exec(compile(src, filename, "exec"), ns)
+    out = ns[c_ident(label)]
+    _SYNTH[fn] = out
+    return out
+
+
+def closure_key(fn: types.FunctionType) -> tuple:
+    """What makes two function objects the same muscle: code and closure cell contents."""
+    cells = fn.__closure__ or ()
+    out = []
+    for c in cells:
+        try:
+            out.append(id(c.cell_contents))
+        except ValueError:
+            out.append(None)
+    return (fn.__code__, tuple(out))

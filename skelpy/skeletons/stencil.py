@@ -27,9 +27,7 @@ maps -4n, -6n, ... to -1); skelpy gives the periodic value there.
 
 from __future__ import annotations
 
-import ast
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -48,6 +46,7 @@ from ..errors import (
 )
 from ..muscle.params import Accessor, Scalar, global_array
 from ..tuner.space import Param, ParamSpace
+from . import stencil_temporal as _temporal
 from .base import (
     Plan,
     ScalarArg,
@@ -271,6 +270,18 @@ class Stencil(Skeleton):
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
         bound = self._bind(src, extras, out_dtype)
+        if iterations > 1 or (forced is not None and set(forced) & set(_temporal.NAMES)):
+            out = self._iterate_temporal(bound, src, extras, iterations, forced, out_dtype, rt)
+            if out is not None:
+                return out
+        cur, launches = self._single_steps(bound, src, extras, iterations, forced, out_dtype, rt)
+        self.last_launch = _merge_launches(self.kind, launches)
+        if iterations == 1 and forced is None and out_dtype is None:
+            self._fast = _repeat_launcher(self, bound, m, extras, rt)
+        return cur
+
+    def _single_steps(self, bound, src, extras, iterations, forced, out_dtype, rt):
+        """``iterations`` launches of the single-step kernel: (result, their Launches)."""
         launches: list = []
         cur: Matrix = src
         spare: Matrix | None = None
@@ -284,10 +295,56 @@ class Stencil(Skeleton):
             spare = cur if cur is not src else None
             step.launch(rt, cur, dst, forced, decided, launches)
             cur = dst
-        self.last_launch = _merge_launches(self.kind, launches)
-        if iterations == 1 and forced is None and out_dtype is None:
-            self._fast = _repeat_launcher(self, bound, m, extras, rt)
-        return cur
+        return cur, launches
+
+    def _iterate_temporal(self, bound, src, extras, iterations, forced, out_dtype, rt):
+        """Iterations in passes of t steps (``stencil_temporal``), t chosen by the tuner or by
+        ``params={"t": ...}``; None where single-step parameters are forced or the path does
+        not apply (then single steps run)."""
+        if forced is not None and not set(forced) & set(_temporal.NAMES):
+            return None
+        key = id(bound.plan)
+        cache = self.__dict__.setdefault("_temporal_plans", {})
+        if bound.out_dtype != src.dtype:
+            cache[key] = (bound.plan, f"the muscle turns {src.dtype} into {bound.out_dtype}")
+        if key not in cache:
+            kinds = {ScalarArg: "scalar", _MatrixArg: "matrix", _VectorArg: "vector"}
+            shape = bound.plan.shape
+            try:
+                tplan = _temporal.TemporalPlan(
+                    self.muscle, src.dtype,
+                    [_temporal.Extra(kinds[type(d)], d.dtype, getattr(d, "weak", False))
+                     for d in bound.descs],
+                    (shape.north, shape.south, shape.east, shape.west), self.border,
+                    lambda dt: _cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
+                    out_dtype=self.out_dtype if out_dtype is None else out_dtype,
+                    polish=_unroll_hints)
+            except _temporal.Unsupported as exc:
+                tplan = str(exc)
+            cache[key] = (bound.plan, tplan)      # the plan kept alive keeps its id unique
+        tplan = cache[key][1]
+        if isinstance(tplan, str):
+            if forced is None:
+                return None
+            if forced.get("t", 2) != 1:
+                raise self._error(ParameterError, f"params {forced}: this stencil cannot run "
+                                  f"several steps per pass ({tplan}); leave t out or use t=1")
+            out, launches = self._single_steps(bound, src, extras, iterations, None, out_dtype,
+                                               rt)
+            self.last_launch = _merge_launches(self.kind, launches)
+            return out
+        ran: list = []
+
+        def single_steps():
+            out, launches = self._single_steps(bound, src, extras, iterations, None,
+                                               out_dtype, rt)
+            ran[:] = launches
+            return out, launches
+
+        out, launch = _temporal.iterate(tplan, src, iterations, forced, bound.extra_args(rt),
+                                        single_steps, self.origin)
+        self.last_launch = launch if launch is not None else _merge_launches(self.kind, ran)
+        return out
 
     # -- internals -------------------------------------------------------------------------
     def _as_input(self, value) -> Matrix:
@@ -382,7 +439,7 @@ class Stencil(Skeleton):
                 what = "the neighbourhood" if p == 0 else f"extra matrix {p}"
                 shown = ", ".join(f"[{a[0]}, {a[1]}]" for a in bad[:4]) or \
                     f"rows {b[0][0]}..{b[0][1]}, columns {b[1][0]}..{b[1][1]}"
-                where = _access_line(self.muscle, p, bad)
+                where = _access_line(tm, p, bad)
                 raise ShapeError(
                     f"{where or self.origin}: the muscle reads {what} at {shown}, outside the "
                     f"stencil "
@@ -496,36 +553,15 @@ class Stencil(Skeleton):
         return plan
 
 
-def _access_line(muscle, param: int, bad) -> str | None:
-    """``file:line (name)`` of the first read ``p[dr, dc]`` written with constant offsets
-    that lie in ``bad``, so that a shape error points at the offending line (best effort:
-    reads computed in loops fall back to the function's first line)."""
-    py = getattr(muscle, "_py", None)
-    if py is None or not bad or param >= len(py.param_names):
-        return None
-    name = py.param_names[param]
+def _access_line(tm, param: int, bad) -> str | None:
+    """``file:line (name)`` of the first read of parameter ``param`` at offsets that lie in
+    ``bad``, so that a shape error points at the offending line (None for C muscles, which
+    record no read sites: the error then names the muscle)."""
     wanted = {(int(a[0]), int(a[1])) for a in bad}
-
-    def const(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            v = const(node.operand)
-            return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
-        return None
-
-    hits = []
-    for node in ast.walk(py.node):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
-                and node.value.id == name and isinstance(node.slice, ast.Tuple) \
-                and len(node.slice.elts) == 2:
-            off = tuple(const(e) for e in node.slice.elts)
-            if off in wanted:
-                hits.append(node)
-    if not hits:
-        return None
-    first = min(hits, key=lambda n: (n.lineno, n.col_offset))
-    return f"Stencil({py.where(first)})"
+    for site in tm.read_sites.get(param, ()):
+        if site.offsets in wanted:
+            return f"Stencil({site.where})"
+    return None
 
 
 def _lookup(table, key):
@@ -542,18 +578,14 @@ def _lookup(table, key):
 def _muscle_sources(tm_fast, tm_edge) -> str:
     """Both specialisations; the edge one is compiled only where it is called. (The
     translator guards its helpers with #ifndef, so the two can share them.)"""
-    return (_unroll_hints(tm_fast.source) + "\n#if SKP_EDGE_MUSCLE\n"
-            + _unroll_hints(tm_edge.source) + "\n#endif\n")
+    return (_unroll_hints(tm_fast) + "\n#if SKP_EDGE_MUSCLE\n"
+            + _unroll_hints(tm_edge) + "\n#endif\n")
 
 
-# A loop over a constant range as the translator writes it: for (long _sk_i1 = (-2L); ...
-_CONST_LOOP = re.compile(
-    r"^(?P<ind>[ \t]*)for \(long (?P<v>\w+) = \(?(?P<a>-?\d+)L\)?; (?P=v) (?P<op>[<>]) "
-    r"\(?(?P<b>-?\d+)L\)?; (?P=v) \+= \(?(?P<s>-?\d+)L\)?\) \{", re.M)
 _UNROLL_BUDGET = 128          # most copies of a loop body that unrolling nested loops may make
 
 
-def _unroll_hints(source: str) -> str:
+def _unroll_hints(tm) -> str:
     """``#pragma unroll`` before short constant-trip loops of a muscle, innermost first.
 
     Stencil muscles loop over their neighbourhood (``for dr in range(-r, r + 1)``); unrolled,
@@ -561,39 +593,21 @@ def _unroll_hints(source: str) -> str:
     3-5x faster on a Gaussian (it does not unroll these loops by itself). Nested loops are
     unrolled from the inside out while the copies of the innermost body stay within
     ``_UNROLL_BUDGET`` (an 11x11 neighbourhood fully, a 21x21 one by rows), which bounds the
-    compile time. A performance hint only: loops the pattern does not recognise stay as they
-    are."""
-    loops = []
-    for m in _CONST_LOOP.finditer(source):
-        a, b, step = int(m["a"]), int(m["b"]), int(m["s"])
-        trips = len(range(a, b, step)) if step else 0
-        loops.append({"m": m, "indent": len(m["ind"].expandtabs()), "trips": trips,
-                      "parent": None, "inner": 1, "unroll": False})
-    for k, lp in enumerate(loops):        # the parent: the nearest enclosing loop
-        for q in range(k - 1, -1, -1):
-            cand = loops[q]
-            between = source[cand["m"].end():lp["m"].start()].splitlines()[1:]
-            closed = any(ln.strip() and len(ln) - len(ln.lstrip()) <= cand["indent"]
-                         for ln in between)
-            if cand["indent"] < lp["indent"] and not closed:
-                lp["parent"] = q
-                break
-    for lp in reversed(loops):             # children come after their parents
-        size = lp["trips"] * lp["inner"]
-        lp["unroll"] = lp["trips"] > 0 and size <= _UNROLL_BUDGET
-        grown = size if lp["unroll"] else 1
-        if lp["parent"] is not None:
-            parent = loops[lp["parent"]]
-            parent["inner"] = max(parent["inner"], grown)
-    out, pos = [], 0
-    for lp in loops:
-        if lp["unroll"]:
-            m = lp["m"]
-            out.append(source[pos:m.start()])
-            out.append(f"{m['ind']}#pragma unroll\n")
-            pos = m.start()
-    out.append(source[pos:])
-    return "".join(out)
+    compile time. A performance hint only: the translator reports the loops with a constant
+    trip count (``constant_loops``, parents before children); C muscles report none."""
+    loops = tm.constant_loops
+    inner = [1] * len(loops)
+    unroll = []
+    for k in reversed(range(len(loops))):  # children come after their parents
+        lp = loops[k]
+        size = lp.trips * inner[k]
+        if lp.trips > 0 and size <= _UNROLL_BUDGET:
+            unroll.append(k)
+        else:
+            size = 1                       # not unrolled: one copy of its body
+        if lp.parent is not None:
+            inner[lp.parent] = max(inner[lp.parent], size)
+    return tm.with_unroll_pragmas(unroll)
 
 
 def _macros(point: Mapping) -> tuple[str, ...]:

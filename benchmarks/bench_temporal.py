@@ -1,0 +1,277 @@
+"""Temporal blocking (``Stencil(...)(m, iterations=N)`` in passes of t steps) against today's
+single-step path, in GCell-steps/s beside the copy bound.
+
+    python -m benchmarks.bench_temporal [--quick] [--sizes 4096,8192,16384] [--iterations 100]
+                                        [--cases heat,gauss3,life_i32,life_u8] [--grid staged|full]
+
+Cases: heat (5-point, float32, nearest), Gaussian 3x3 (float32, reflect), Game of Life (int32
+and uint8, wrap). For each case and size it times, with OpenCL profiling events (minimum of
+repeats, all passes of one call summed):
+
+- ``single``: today's path, one launch per step at the parameters skelpy chooses
+  (``params={"t": 1}``);
+- ``default``: what ``st(m, iterations=N)`` runs with no parameters (the temporal default on
+  GPUs, single steps on CPUs);
+- the temporal path over a grid of passes: t (steps per pass), ``tb_wc`` (work-items per stream
+  along columns), ``tb_rows`` (rows per stream), ``tb_wr`` (streams per work-group), ``tb_cc``
+  (columns per work-item), ``tb_ring`` (registers or a local-memory ring) and ``tb_unroll``
+  (the row walk unrolled by the rotation period). ``--grid staged``
+  (the quick default) varies one parameter at a time from the best point so far (t, then the
+  tile width, rows, streams, columns per item, ring, unrolling, and t once more at the
+  best tile); ``--grid full`` measures the product.
+
+Every temporal result is compared bit for bit with the single-step result (at every size for the
+best and default points, at the smallest size for all). The copy bound: a device-to-device copy
+of the same bytes measured in the same run; a single step moves 2 x itemsize bytes per cell
+(8 for float32), so ``copy-eq`` = copy bandwidth / (2 x itemsize) cell-steps/s, and ``%copy`` =
+throughput / copy-eq (above 100% only by carrying several steps on chip). ``--quick`` on a GPU:
+heat at 4096^2, 8192^2, 16384^2, the other cases at 8192^2, staged grids (about 3 minutes on an
+H200); on a CPU: 256^2 and 512^2 with 20 iterations. Results: a table on stdout and
+``benchmarks/results/temporal-<device>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import skelpy as sk  # noqa: E402
+from benchmarks.common import copy_bandwidth, print_table, write_json  # noqa: E402
+from skelpy import runtime  # noqa: E402
+
+ALPHA = np.float32(0.2)
+G3 = np.array([0.25, 0.5, 0.25], np.float32)
+
+
+def heat(u):
+    return u[0, 0] + ALPHA * (u[-1, 0] + u[1, 0] + u[0, -1] + u[0, 1] - 4 * u[0, 0])
+
+
+def gauss3(nb):
+    acc = np.float32(0)
+    for dr in range(-1, 2):
+        row = np.float32(0)
+        for dc in range(-1, 2):
+            row += G3[dc + 1] * nb[dr, dc]
+        acc += G3[dr + 1] * row
+    return acc
+
+
+def life(nb):
+    n = (nb[-1, -1] + nb[-1, 0] + nb[-1, 1] + nb[0, -1] + nb[0, 1]
+         + nb[1, -1] + nb[1, 0] + nb[1, 1])
+    return (n == 3) | ((n == 2) & (nb[0, 0] == 1))
+
+
+CASES = {
+    "heat": (lambda: sk.Stencil(heat, shape=1, border="nearest"), np.float32),
+    "gauss3": (lambda: sk.Stencil(gauss3, border="reflect"), np.float32),
+    "life_i32": (lambda: sk.Stencil(life, shape=1, border="wrap", out_dtype=np.int32),
+                 np.int32),
+    "life_u8": (lambda: sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8),
+                np.uint8),
+}
+
+START = {"t": 4, "tb_wc": 128, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0,
+         "tb_unroll": 1}
+STAGES = [("t", (2, 3, 4, 6, 8)), ("tb_wc", (64, 128, 256, 512)),
+          ("tb_rows", (64, 128, 256, 512)), ("tb_wr", (1, 2)), ("tb_cc", (1, 2)),
+          ("tb_ring", (0, 1)), ("tb_unroll", (0, 1)), ("t", (2, 3, 4, 6, 8))]
+FULL_GRID = {"t": (2, 4, 6, 8), "tb_wc": (128, 256), "tb_rows": (128, 256, 512),
+             "tb_wr": (1, 2), "tb_cc": (1, 2), "tb_ring": (0, 1), "tb_unroll": (0, 1)}
+CPU_STAGES = [("t", (2, 4, 8)), ("tb_wc", (16, 64)), ("tb_rows", (64, 256)), ("tb_ring", (0, 1)),
+              ("tb_unroll", (0, 1))]
+
+
+def sample(dtype, size, rng):
+    if np.dtype(dtype).kind in "iu":
+        return (rng.random((size, size)) < 0.3).astype(dtype)
+    return rng.random((size, size), dtype=np.float32)
+
+
+def time_call(st, m, iterations, params, reps):
+    """Min device seconds of one ``st(m, iterations=...)`` call (its launches summed), the
+    result of the last call and the parameters it ran."""
+    best, out = float("inf"), None
+    for _ in range(reps + 1):          # the first call builds and warms up
+        out = st(m, iterations=iterations, params=params)
+        secs = st.last_launch.kernel_time
+        best = min(best, secs)
+    return best, out, dict(st.last_launch.params)
+
+
+def key(p: dict) -> tuple:
+    return tuple(sorted(p.items()))
+
+
+class Search:
+    """Measured temporal points of one case and size; rejects illegal points quietly."""
+
+    def __init__(self, st, m, iterations, reps, ref, deadline, check_all):
+        self.st, self.m, self.iterations, self.reps = st, m, iterations, reps
+        self.ref, self.deadline, self.check_all = ref, deadline, check_all
+        self.seen: dict[tuple, dict] = {}
+
+    def measure(self, p: dict) -> dict | None:
+        k = key(p)
+        if k in self.seen:
+            return self.seen[k]
+        if time.perf_counter() > self.deadline:
+            return None
+        try:
+            secs, out, ran = time_call(self.st, self.m, self.iterations, p, self.reps)
+        except sk.SkelpyError as exc:          # illegal here (local memory, work-group size)
+            self.seen[k] = rec = {"params": dict(p), "error": str(exc).splitlines()[0][:160]}
+            return rec
+        if ran != p:     # the runtime refused the point and skelpy fell back to another
+            self.seen[k] = rec = {"params": dict(p), "error": f"refused; ran {ran}"}
+            return rec
+        rec = {"params": dict(p), "seconds": secs}
+        if self.check_all:
+            rec["bitwise"] = same(out, self.ref)
+        self.seen[k] = rec
+        return rec
+
+    def best(self) -> dict | None:
+        ok = [r for r in self.seen.values() if "seconds" in r and r.get("bitwise", True)]
+        return min(ok, key=lambda r: r["seconds"]) if ok else None
+
+
+def same(out, ref) -> bool:
+    a = out.to_numpy()
+    return a.dtype == ref.dtype and np.array_equal(a.view(np.uint8), ref.view(np.uint8))
+
+
+def staged(search: Search, start: dict, stages) -> None:
+    cur = dict(start)
+    for name, values in stages:
+        for v in values:
+            search.measure(dict(cur, **{name: v}))
+        b = search.best()
+        if b is not None:
+            cur = dict(b["params"])
+
+
+def full(search: Search, grid: dict) -> None:
+    names = list(grid)
+    for values in itertools.product(*(grid[n] for n in names)):
+        search.measure(dict(zip(names, values)))
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sizes", default=None, help="comma-separated square sizes")
+    ap.add_argument("--iterations", type=int, default=None)
+    ap.add_argument("--cases", default="heat,gauss3,life_i32,life_u8")
+    ap.add_argument("--grid", choices=("staged", "full"), default=None)
+    ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--budget-seconds", type=float, default=None,
+                    help="stop searching (and mark the rest skipped) after this long")
+    ap.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    args = ap.parse_args(argv)
+
+    rt = runtime.current()
+    dev = rt.device
+    gpu = dev.kind == "gpu"
+    if args.sizes:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    elif gpu:
+        sizes = [4096, 8192, 16384]
+    else:
+        sizes = [256, 512] if args.quick else [512, 1024, 2048]
+    iterations = args.iterations or (100 if gpu else 20)
+    grid = args.grid or ("staged" if args.quick or not gpu else "full")
+    reps = args.reps or (2 if args.quick else 4)
+    budget = args.budget_seconds or (170.0 if args.quick else 1800.0)
+    t_start = time.perf_counter()
+    names = args.cases.split(",")
+    print(f"device: {dev.name} ({dev.kind}, {dev.platform}); {iterations} iterations; "
+          f"grid {grid}; sizes {sizes}", flush=True)
+
+    rng = np.random.default_rng(2024)
+    rows, details, copy_cache = [], [], {}
+    plan = [(c, s) for c in names for s in sizes
+            if not (gpu and args.quick and not args.sizes and c != "heat" and s != 8192)]
+    for k, (case, size) in enumerate(plan):
+        make, dtype = CASES[case]
+        st = make()
+        host = sample(dtype, size, rng)
+        m = sk.Matrix(host)
+        item = np.dtype(dtype).itemsize
+        if host.nbytes not in copy_cache:
+            copy_cache[host.nbytes] = copy_bandwidth(rt.queue, nbytes=host.nbytes, reps=5)
+        copy_bw = copy_cache[host.nbytes]
+        cells = float(size) * size * iterations
+        copy_eq = copy_bw / (2 * item)                  # cell-steps/s at the copy bound
+        t_single, ref_m, p_single = time_call(st, m, iterations, {"t": 1}, reps)
+        ref = ref_m.to_numpy()
+        del ref_m
+        t_def, out_def, p_def = time_call(st, m, iterations, None, reps)
+        def_ok = same(out_def, ref)
+        del out_def
+        # the time left is shared among the (case, size) pairs still to do
+        share = (budget - (time.perf_counter() - t_start)) / (len(plan) - k)
+        deadline = time.perf_counter() + max(share, 0.0)
+        search = Search(st, m, iterations, reps, ref, deadline, check_all=(size == min(sizes)))
+        if grid == "full":
+            full(search, FULL_GRID)
+        else:
+            staged(search, START if gpu else dict(START, tb_wc=64),
+                   STAGES if gpu else CPU_STAGES)
+        best = search.best()
+        row = {"case": case, "size": size, "single GCS/s": cells / t_single / 1e9,
+               "single %copy": 100 * cells / t_single / copy_eq,
+               "default GCS/s": cells / t_def / 1e9, "default/single": t_single / t_def}
+        rec = {"case": case, "size": size, "iterations": iterations, "dtype": str(np.dtype(dtype)),
+               "copy_GBs": copy_bw / 1e9, "copy_eq_GCS": copy_eq / 1e9,
+               "single": {"seconds": t_single, "params": p_single},
+               "default": {"seconds": t_def, "params": p_def, "bitwise": def_ok},
+               "points": list(search.seen.values()),
+               "skipped_after_deadline": time.perf_counter() > deadline}
+        if best is not None:
+            # the winner checked bit for bit at this size too
+            _, out_b, _ = time_call(st, m, iterations, best["params"], 0)
+            best["bitwise"] = same(out_b, ref)
+            del out_b
+            tb = best["seconds"]
+            row.update({"best GCS/s": cells / tb / 1e9, "best %copy": 100 * cells / tb / copy_eq,
+                        "best/single": t_single / tb,
+                        "best point": "t{t} wc{tb_wc} r{tb_rows} wr{tb_wr} cc{tb_cc} "
+                                      "ring{tb_ring} u{tb_unroll}".format(**best["params"]),
+                        "bitwise": bool(best["bitwise"] and def_ok
+                                        and all(r.get("bitwise", True)
+                                                for r in search.seen.values()))})
+            rec["best"] = best
+        rows.append(row)
+        details.append(rec)
+        print(f"  {case} {size}^2: single {row['single GCS/s']:.1f} GCS/s "
+              f"({row['single %copy']:.0f}% copy), best {row.get('best GCS/s', 0):.1f} GCS/s "
+              f"({row.get('best %copy', 0):.0f}%) {row.get('best point', '-')}, "
+              f"{len(search.seen)} points, {time.perf_counter() - t_start:.0f} s", flush=True)
+        del m
+    cols = ["case", "size", "single GCS/s", "single %copy", "default GCS/s", "default/single",
+            "best GCS/s", "best %copy", "best/single", "best point", "bitwise"]
+    print_table(rows, cols, title=f"Temporal blocking on {dev.name}: {iterations} iterations, "
+                f"GCell-steps/s (kernel time, min of {reps}); %copy = of the copy-equivalent "
+                "rate (copy bandwidth / 2 x itemsize)")
+    data = {"iterations": iterations, "sizes": sizes, "grid": grid, "reps": reps,
+            "device_kind": dev.kind, "platform": dev.platform, "rows": rows, "cases": details,
+            "seconds": time.perf_counter() - t_start}
+    path = write_json("temporal", dev.name, data,
+                      directory=None if args.out is None else Path(args.out))
+    print(f"results: {path} ({data['seconds']:.0f} s)")
+    return data
+
+
+if __name__ == "__main__":
+    main()

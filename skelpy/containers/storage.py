@@ -1,0 +1,274 @@
+"""Where a container's data lives: a host array and a device buffer, each flagged valid.
+
+One small state object per container (views of one container, and distributions over several
+devices, can later share or hold several of these). It keeps three promises:
+
+- **Copy on write.** The host array is never written while anybody else can see it: arrays
+  handed out (``to_numpy()``, slice reads) and containers built from this one share it, so the
+  next write copies it first (``shared``); what was handed out never changes.
+- **Locked host array.** The host array is read-only except during the container's own
+  writes, so that a read-only view handed out cannot be made writable again.
+- **One newest copy.** A host write marks the device copy stale; a device write the host copy.
+  A *borrowed* host array is a caller's ndarray wrapped for the length of one skeleton call
+  (``as_container``): it is never written and never handed to a longer-lived container.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from ..dtypes import storage_dtype
+from ..errors import DTypeError, ShapeError
+from .selection import Selection
+
+
+class Storage:
+    """The host/device state of one container's data (of ``shape`` and ``dtype``)."""
+
+    __slots__ = ("host", "buffer", "device_valid", "runtime", "shape", "dtype", "shared",
+                 "borrowed", "editing")
+
+    def __init__(self, host, buffer, runtime, shape, dtype, device_valid, shared, borrowed):
+        # host: the host array, None while the device holds the only valid copy
+        self.host = host
+        self.buffer = buffer
+        self.device_valid = device_valid
+        self.runtime = runtime
+        self.shape = shape
+        self.dtype = dtype
+        self.shared = shared
+        self.borrowed = borrowed
+        self.editing = 0
+
+    @classmethod
+    def owned(cls, host: np.ndarray) -> Storage:
+        """Take ``host`` (a fresh array nobody else holds) as the only copy."""
+        if not host.flags.owndata:
+            host = host.copy()
+        host.flags.writeable = False
+        return cls(host, None, None, host.shape, host.dtype, False, False, False)
+
+    @classmethod
+    def borrowed_from(cls, host: np.ndarray) -> Storage:
+        """Wrap a caller's C-contiguous array without copying it (for one skeleton call)."""
+        return cls(host, None, None, host.shape, host.dtype, False, True, True)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    # -- device side ------------------------------------------------------------------------
+    def device_buffer(self, rt):
+        """The device buffer on runtime ``rt``, uploading the host copy first if it is newer."""
+        if self.runtime is not rt:
+            # The device changed since this buffer was made: bring the data over via the host.
+            if self.device_valid and self.host is None:
+                self.sync_host()
+            self.buffer = None
+            self.device_valid = False
+            self.runtime = rt
+        if self.buffer is None:
+            self.buffer = rt.allocate(self.nbytes)
+        if not self.device_valid:
+            if self.nbytes:
+                rt.upload(self.buffer, self.host.view(storage_dtype(self.dtype)), wait=True)
+            # Under an open host_edit the host array may change at any moment: upload again.
+            self.device_valid = not self.editing
+        return self.buffer
+
+    def device_written(self) -> None:
+        self.device_valid = True
+        self.host = None
+
+    # -- host side --------------------------------------------------------------------------
+    def sync_host(self) -> np.ndarray:
+        """The host array, downloaded first if the device holds the newest copy."""
+        if self.host is not None:
+            return self.host
+        host = np.empty(self.shape, self.dtype)
+        if host.size:
+            self.runtime.download(host.view(storage_dtype(self.dtype)), self.buffer)
+        host.flags.writeable = False
+        self.host = host
+        self.shared = self.borrowed = False
+        return host
+
+    def snapshot(self) -> np.ndarray:
+        """A read-only array of the data that never changes afterwards (no copy if it can)."""
+        host = self.sync_host()
+        if self.editing:
+            out = host.copy()
+        else:
+            self.shared = True
+            out = host.view()
+        out.flags.writeable = False
+        return out
+
+    def read_host(self, key):
+        """``host[key]`` for a reader: a scalar, or a read-only array that stays as it is."""
+        out = self.sync_host()[key]
+        if isinstance(out, np.ndarray):
+            if np.may_share_memory(out, self.host):
+                if self.editing:
+                    out = out.copy()
+                else:
+                    self.shared = True
+            out.flags.writeable = False
+        return out
+
+    def writable_host(self) -> np.ndarray:
+        """The host array made writable, copied first if anybody else can see it; the caller
+        must call :meth:`host_written` afterwards (also when its write failed)."""
+        host = self.sync_host()
+        if self.shared:
+            host = np.array(host, order="C")
+            self.host, self.shared, self.borrowed = host, False, False
+        else:
+            host.flags.writeable = True
+        return host
+
+    def host_written(self, changed: bool = True) -> None:
+        if not self.editing and self.host is not None:
+            self.host.flags.writeable = False
+        if changed:
+            self.device_valid = False
+
+    def write_host(self, key, value, owner) -> None:
+        host = self.writable_host()
+        try:
+            assign(host, key, value, owner)
+        except BaseException:
+            self.host_written(changed=False)
+            raise
+        self.host_written()
+
+    def begin_edit(self) -> np.ndarray:
+        host = self.writable_host()
+        self.editing += 1
+        self.device_valid = False
+        return host
+
+    def end_edit(self) -> None:
+        self.editing -= 1
+        self.host_written()
+
+    def copy(self) -> Storage:
+        """An independent copy: a valid host array is shared until either side writes; a
+        valid device copy is duplicated on the device (so a copy of a result stays there)."""
+        host = None
+        if self.host is not None:
+            if self.editing or self.borrowed:
+                host = self.host.copy()
+                host.flags.writeable = False
+            else:
+                host = self.host
+                self.shared = True
+        buf = rt = None
+        if self.device_valid:
+            rt = self.runtime
+            buf = rt.allocate(self.nbytes)
+            if self.nbytes:
+                cl.enqueue_copy(rt.queue, buf, self.buffer, byte_count=self.nbytes)
+        return Storage(host, buf, rt, self.shape, self.dtype, buf is not None,
+                       host is not None and host is self.host, False)
+
+    # -- parts of the device copy -----------------------------------------------------------
+    def read_part(self, sel: Selection):
+        """The selection read from the device copy (only its elements move)."""
+        if sel.empty:
+            out = np.empty(sel.shape, self.dtype)
+        else:
+            plan = _Transfer(sel, self.shape, self.dtype.itemsize)
+            part = np.empty(plan.counts, storage_dtype(self.dtype))
+            self._move(plan, part, to_device=False)
+            out = part.view(self.dtype)[plan.local]
+        if isinstance(out, np.ndarray):
+            out.flags.writeable = False
+        return out
+
+    def write_part(self, sel: Selection, value, owner) -> None:
+        """Write ``value`` into the selection, straight into the device copy."""
+        if sel.empty:
+            assign(np.empty(sel.shape, self.dtype), ..., value, owner)  # only the checks
+            return
+        plan = _Transfer(sel, self.shape, self.dtype.itemsize)
+        part = np.empty(plan.counts, storage_dtype(self.dtype))
+        if plan.gaps:                 # moved with the elements in between: keep their values
+            self._move(plan, part, to_device=False)
+        assign(part.view(self.dtype), plan.local, value, owner)
+        self._move(plan, part, to_device=True)
+
+    def _move(self, plan: _Transfer, part: np.ndarray, *, to_device: bool) -> None:
+        self.runtime.copy_part(part.reshape(plan.runs), self.buffer, plan.offset,
+                               plan.pitches, to_device=to_device)
+
+
+# A strided innermost axis whose elements lie at most this many bytes apart moves with the
+# elements in between: one contiguous run beats many tiny ones (PCIe, DMA descriptors).
+SMALL_GAP_BYTES = 64
+
+
+class _Transfer:
+    """How a selection moves: a C-contiguous host array of ``counts`` (the selection in
+    increasing order, maybe with the gaps of its innermost axis filled in), seen as ``runs``
+    (rows of one contiguous run each) that lie ``pitches`` bytes apart in the buffer from
+    byte ``offset``; ``local`` turns that array into the selection."""
+
+    __slots__ = ("counts", "local", "gaps", "offset", "runs", "pitches")
+
+    def __init__(self, sel: Selection, shape: tuple[int, ...], item: int):
+        strides = [1] * len(shape)                   # C order, in elements
+        for k in range(len(shape) - 2, -1, -1):
+            strides[k] = strides[k + 1] * shape[k + 1]
+        self.offset = sum(f * e for f, e in zip(sel.first, strides, strict=True)) * item
+        pitch = [s * e for s, e in zip(sel.step, strides, strict=True)]
+        step = sel.step[-1]
+        strided = sel.count[-1] > 1 and step > 1
+        self.gaps = strided and pitch[-1] * item <= SMALL_GAP_BYTES
+        if not self._layout(sel, pitch, item) and strided:
+            # A grid of single elements is one 3-D rectangular copy only if each plane
+            # holds a whole number of rows and the grid's rows fit in one plane from where
+            # they start (OpenCL, CUDA): otherwise move each row's span.
+            self.gaps = True
+            self._layout(sel, pitch, item)
+
+    def _layout(self, sel: Selection, pitch: list[int], item: int) -> bool:
+        """Fill in the layout; False if it is not a legal rectangular copy."""
+        counts, pitch, local_step = list(sel.count), list(pitch), [1] * len(pitch)
+        if self.gaps:
+            counts[-1] = (counts[-1] - 1) * sel.step[-1] + 1
+            pitch[-1], local_step[-1] = 1, sel.step[-1]
+        self.counts = tuple(counts)
+        self.local = tuple(0 if d else slice(None, None, -k if r else k)
+                           for d, r, k in zip(sel.dropped, sel.reverse, local_step, strict=True))
+        # Axes of one element do not shape the layout; a unit pitch ends in one run, and an
+        # outer axis right after the run it holds merges into it.
+        axes = [(c, p) for c, p in zip(counts, pitch, strict=True) if c > 1]
+        run = 1
+        if axes and axes[-1][1] == 1:
+            run = axes.pop()[0]
+        while axes and axes[-1][1] == run:
+            run *= axes.pop()[0]
+        self.runs = (*(c for c, _ in axes), run)
+        self.pitches = tuple(p * item for _, p in axes)
+        if len(axes) < 2:
+            return True
+        (_, planes), (rows, row) = axes            # pitches in elements
+        first_row = self.offset // item % planes // row
+        return planes % row == 0 and first_row + rows <= planes // row
+
+
+def assign(target: np.ndarray, key, value, owner) -> None:
+    """``target[key] = value`` with NumPy's rules, its failures as skelpy errors that name
+    the container ``owner``. NumPy converts and checks ``value`` before it writes anything,
+    so a failure writes nothing."""
+    try:
+        target[key] = value
+    except IndexError:
+        raise
+    except (ValueError, TypeError, OverflowError) as exc:
+        text = str(exc)
+        shape_problem = any(w in text for w in ("broadcast", "sequence", "shape"))
+        cls = ShapeError if shape_problem else DTypeError
+        raise cls(f"cannot write {type(value).__name__} into {owner!r}: {text}") from None

@@ -1,0 +1,159 @@
+"""A muscle: a user function (Python, or OpenCL C source), parsed once, specialised per use.
+
+``Muscle(fn)`` parses once and is cached per function (a closure with other captured values is
+another muscle). ``specialise(kinds, out_dtype, c_name)`` gives a :class:`TypedMuscle`, cached;
+the typed body of each parameter-kinds combination is cached too, as calls from other muscles
+need it (their return type, and what they read).
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+import weakref
+from collections.abc import Sequence
+from contextlib import contextmanager
+
+from ..dtypes import check_dtype
+from ..errors import TranslationError
+from .cmuscle import CFunction
+from .cnames import C_IDENTIFIER
+from .dtyping import Ty
+from .inference import infer
+from .params import Accessor, IndexPoint, Scalar
+from .source import PyFunction, as_function, closure_key, parse_function
+from .symbols import Scope
+from .translate import translate
+from .typed import RecursiveMuscle, TypedBody
+from .typed_muscle import TypedMuscle
+
+__all__ = ["Muscle", "TypedMuscle"]
+
+_BY_FN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCK = threading.RLock()
+_TLS = threading.local()
+
+
+@contextmanager
+def _translating(muscle: Muscle):
+    """Mark ``muscle`` as being translated on this thread (a muscle that needs itself while
+    being translated calls itself: RecursiveMuscle)."""
+    stack = getattr(_TLS, "stack", None)
+    if stack is None:
+        stack = _TLS.stack = []
+    code = muscle.function.code
+    if code in stack:
+        raise RecursiveMuscle(muscle.name)
+    stack.append(code)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+class Muscle:
+    """A user function (Python or OpenCL C source), parsed once, specialised per use."""
+
+    name: str
+    origin: str
+    n_params: int
+    param_names: list[str]
+    is_c: bool
+    function: PyFunction | None   # the parsed Python function (None for C source)
+
+    def __new__(cls, fn):
+        if isinstance(fn, Muscle):
+            return fn
+        if isinstance(fn, str):
+            self = object.__new__(cls)
+            self._c = CFunction(fn)
+            self.function = None
+            self.is_c = True
+            self.name, self.origin = self._c.name, self._c.origin
+            self.param_names = list(self._c.param_names)
+            self.n_params = len(self.param_names)
+            self._cache = {}
+            self._result_types = {}
+            return self
+        fn = as_function(fn)
+        key = closure_key(fn) if isinstance(fn, types.FunctionType) else None
+        if isinstance(fn, types.FunctionType):
+            with _LOCK:
+                hit = _BY_FN.get(fn)
+                if hit is not None and hit._key == key:
+                    return hit
+        self = object.__new__(cls)
+        self.function = parse_function(fn)
+        self._c = None
+        self._key = key
+        self.is_c = False
+        self.name = self.function.name
+        self.origin = self.function.origin
+        self.param_names = list(self.function.param_names)
+        self.n_params = len(self.param_names)
+        self._cache = {}
+        self._bodies: dict[tuple, TypedBody] = {}
+        with _LOCK:
+            _BY_FN[fn] = self
+        return self
+
+    def __repr__(self) -> str:
+        return f"<Muscle {self.name} at {self.origin}>"
+
+    def _check_kinds(self, kinds) -> tuple:
+        kinds = tuple(kinds)
+        if len(kinds) != self.n_params:
+            raise TranslationError(
+                f"the muscle takes {self.n_params} parameter(s) "
+                f"({', '.join(self.param_names)}) but is called with {len(kinds)}",
+                origin=self.origin, construct="arity")
+        for k in kinds:
+            if not isinstance(k, (Scalar, Accessor, IndexPoint)):
+                raise TypeError(f"parameter kinds are Scalar, Accessor or IndexPoint, not {k!r}")
+        return kinds
+
+    def specialise(self, kinds: Sequence[Scalar | Accessor | IndexPoint], out_dtype=None,
+                   c_name: str = "skelpy_f") -> TypedMuscle:
+        """Translate for these parameter kinds; cached per (kinds, out_dtype, c_name)."""
+        kinds = self._check_kinds(kinds)
+        if not C_IDENTIFIER.match(c_name):
+            raise ValueError(f"c_name {c_name!r} is not a C identifier")
+        out = None if out_dtype is None else check_dtype(out_dtype, "out_dtype")
+        key = (kinds, out, c_name)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if self.is_c:
+            tm = self._c.specialise(kinds, out, c_name)
+        else:
+            with _translating(self):
+                tm = translate(self._typed_body(kinds), out, c_name)
+        self._cache[key] = tm
+        return tm
+
+    def typed_body(self, kinds: tuple) -> TypedBody:
+        """The body of a Python muscle typed for these parameter kinds (cached)."""
+        kinds = self._check_kinds(kinds)
+        hit = self._bodies.get(kinds)
+        if hit is not None:
+            return hit
+        with _translating(self):
+            return self._typed_body(kinds)
+
+    def _typed_body(self, kinds: tuple) -> TypedBody:
+        body = self._bodies.get(kinds)
+        if body is None:
+            body = infer(Scope.of(self.function, kinds), kinds, Muscle)
+            self._bodies[kinds] = body
+        return body
+
+    def result_type(self, kinds: tuple) -> Ty:
+        """The (possibly weak) type a call with these kinds returns (for helper calls)."""
+        if not self.is_c:
+            return self.typed_body(kinds).ret_ty
+        kinds = self._check_kinds(kinds)
+        hit = self._result_types.get(kinds)
+        if hit is None:
+            hit = self._result_types[kinds] = Ty(
+                self._c.specialise(kinds, None, "skelpy_probe").out_dtype)
+        return hit
