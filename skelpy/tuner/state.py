@@ -31,6 +31,9 @@ class Settings:
     # the interleaved confirmation finds it faster by more than this fraction
     keep_margin: float = 0.02
     confirm_rounds: int | None = None     # None: by device kind (sweep.CONFIRM_ROUNDS)
+    # sweeps build programs ahead through the request's prepare hook (in parallel, or many
+    # variants in one build); False builds each point when it is first launched
+    prebuild: bool = True
     # exhaustive sweeps stop measuring new points after this time.perf_counter() value
     sweep_deadline: float | None = None
     # tqdm bars for exhaustive sweeps: None shows them when stderr is a terminal and the

@@ -194,7 +194,8 @@ def sweep(call: Call, *, budget: measure.Budget | None = None, deadline: float |
             call.refuse(default)
     best_t = min((t for t, _n in have.values()), default=None)
     rows: list = []
-    builder = _Builder(req.prepare, background=device_kind(call) == "gpu")
+    builder = _Builder(req.prepare if settings.prebuild else None,
+                       background=device_kind(call) == "gpu")
     bar = _bar(len(todo), f"sweep {req.skeleton} {req.kernel_key[:8]}", settings.progress)
     try:
         for start in range(0, len(todo), CHUNK):
