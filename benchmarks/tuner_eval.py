@@ -426,8 +426,9 @@ def predict_for(gm: tmodel.GroupModel, sd: tmodel.ScenarioData, approach: str,
     space = _space_of(sd)
     pts = space.points()
     cand = tmodel.CandidateSet(pts, space.names, {p.name: p.numeric for p in space.params})
+    dflt = cand.index_of(sd.space["default"]) if sd.default_key in sd.times else None
     pick = tmodel.choose(gm, sd.features, cand, set(), approach=approach, coarsen=coarsen,
-                         **choose_kw)
+                         default=dflt, **choose_kw)
     if pick is None:
         # the tuner's own fallback: the default (never the held-out scenario's measured best)
         return sd.default_key if sd.default_key in sd.times else \
@@ -1139,7 +1140,15 @@ def main(argv=None) -> int:
     ap.add_argument("--data", nargs="*", default=None, metavar="DATA_NPZ",
                     help="--new-device: training-data files beside the shipped ones")
     ap.add_argument("--confirm-top-new", type=int, default=4, dest="confirm_top_new")
+    ap.add_argument("--collect", action="store_true",
+                    help="sweep this device's evaluation kernels on a sample within --minutes "
+                    "(default 3 on a GPU, 30 on a CPU) and write data-<device>.npz, its "
+                    "training data to ship")
     args = ap.parse_args(argv)
+    if args.collect:
+        from benchmarks import tuner_transfer
+
+        return tuner_transfer.main_collect(args)
     if args.new_device:
         from benchmarks import tuner_transfer
 

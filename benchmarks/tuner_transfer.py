@@ -58,7 +58,8 @@ def pick(gm: tmodel.GroupModel | None, sd: tmodel.ScenarioData) -> tuple[str, st
     space = _space_of(sd)
     pts = space.points()
     cand = tmodel.CandidateSet(pts, space.names, {p.name: p.numeric for p in space.params})
-    i = tmodel.choose(gm, sd.features, cand, set(), approach="speedup", coarsen="joint")
+    i = tmodel.choose(gm, sd.features, cand, set(), approach="speedup", coarsen="joint",
+                      default=cand.index_of(json.loads(default)) if default else None)
     if i is None:
         return default or min(sd.times, key=sd.times.__getitem__), "default"
     if not isinstance(i, int):
@@ -403,4 +404,93 @@ def main_new_device(args) -> int:
                   f"  min {s['perf_min']:.1%}  ({s['scenarios']} scenarios)")
     print(f"wrote {path} and {data_path} ({data_path.stat().st_size / 1024:.0f} KiB) in "
           f"{result['seconds_total'] / 60:.1f} min")
+    return 0
+
+
+# -- collecting a device's training data -------------------------------------------------------
+
+
+def main_collect(args) -> int:
+    """One command for a device's training data: the evaluation's kernels (real and
+    synthetic) and the held-out ones at two sizes, swept round-robin on a sample within
+    ``--minutes`` (20% of it to measure every swept point again, interleaved), written as
+    ``data-<device>.npz`` to ship (see the README's autotuner section)."""
+    import os
+    import tempfile
+
+    import skelpy as sk
+    from benchmarks import tuner_eval as te
+    from skelpy import tuner
+    from skelpy.tuner import budget
+    from skelpy.tuner import store as tstore
+    from skelpy.tuner.sweep import confirm, sweep
+
+    if args.device:
+        sk.use(args.device)
+    dev = sk.current_device()
+    kind = "gpu" if dev.features.get("dev_is_gpu", 1.0) else "cpu"
+    cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="skelpy-collect-"))
+    os.environ["SKELPY_CACHE_DIR"] = str(cache)
+    os.environ["SKELPY_TUNE_RETRAIN"] = "off"
+    tstore.reset_store()
+    minutes = args.minutes if args.minutes is not None else (3.0 if kind == "gpu" else 30.0)
+    t0 = time.perf_counter()
+    end = t0 + 60 * minutes
+    deadline = end - 0.2 * 60 * minutes
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else \
+        list(HELD_OUT_SIZES[kind][0])
+    s2, s1, sap = HELD_OUT_SIZES[kind]
+    cases = te.cases(False, sizes, None, args.synthetic)[0] + held_out_cases(sizes, s1, sap)
+    seen: set[tuple[str, int]] = set()
+    cases = [c for c in cases if (c.group, c.size) not in seen
+             and not seen.add((c.group, c.size))]
+    calls: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    measured = 0
+    for limit in budget.ROUND_LIMITS:
+        if time.perf_counter() > deadline:
+            break
+        n0 = measured
+        for c in cases:
+            if time.perf_counter() > deadline:
+                break
+            name = f"{c.group}@{c.size}"
+            if name not in calls:
+                try:
+                    fn, _s = c.build()
+                    with tuner.capture_requests() as reqs:
+                        fn()
+                    req = max(reqs, key=lambda r: r.dataset.get("n", 0))
+                    calls[name] = tuner.new_call(req, "exhaustive")
+                    names[calls[name].sc.key] = c.group
+                except Exception as exc:  # noqa: BLE001
+                    print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:200]}")
+                    calls[name] = None
+            call = calls[name]
+            if call is None:
+                continue
+            try:
+                measured += sweep(call, limit=limit, deadline=deadline, order="sample").measured
+            except Exception as exc:  # noqa: BLE001
+                print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:200]}")
+                calls[name] = None
+        print(f"round up to {limit} points per scenario: {measured - n0} points "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    refined = 0
+    for call in calls.values():
+        if call is None or time.perf_counter() > end:
+            continue
+        pts = [p for p in (call.parse_point(pj) for pj in call.measured()) if p is not None]
+        if len(pts) > 1:
+            confirm(call, pts, deadline=end)
+            refined += len(pts)
+    tstore.get_store().flush(timeout=30)
+    data = training_data.from_store(tstore.get_store(), dev.key, names=names)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"data-{te._slug(dev.name)}{'_' + args.tag if args.tag else ''}.npz"
+    training_data.save(data, path)
+    print(f"wrote {path}: {len(data.scenarios)} scenarios, {data.points} points "
+          f"({measured} swept, {refined} measured again) in "
+          f"{(time.perf_counter() - t0) / 60:.1f} min, {path.stat().st_size / 1024:.0f} KiB")
     return 0

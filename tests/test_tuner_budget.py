@@ -59,7 +59,10 @@ def test_a_small_budget_measures_each_kind_and_trains_a_model(monkeypatch):
     assert rep.rounds >= 1 and lines and "round 1" in lines[0]
     assert set(rep.per_kind) == {"map", "scan"} and rep.scenarios == 4 and not rep.failed
     store = tstore.get_store()
-    assert rep.measured == store.count_measurements(dev.key) > 0
+    # a row per point swept, and one more per point measured again, interleaved, at the end
+    assert rep.measured > 0 and 0 < rep.refined <= rep.measured
+    assert store.count_measurements(dev.key) == rep.measured + rep.refined
+    assert any("measured" in ln and "again" in ln for ln in lines)
     m = tuner.manager().get(dev.key)
     assert {"wg,coarsen,blocked,vw", "wg,items,method"} <= set(m.groups)
     assert all(g.origin == "local" for g in m.groups.values())

@@ -362,8 +362,11 @@ class Call:
         gm, cand, fixed = view
         refused = self._refused_in(cand, fixed)
         d_approach, d_coarsen = _model.default_method(self.req.device.features)
+        d = self.default()
         pick = _model.choose(gm, self.features(), cand, refused,
-                             approach=approach or d_approach, coarsen=coarsen or d_coarsen)
+                             approach=approach or d_approach, coarsen=coarsen or d_coarsen,
+                             default=cand.index_of({n: d[n] for n in cand.names})
+                             if all(d[n] == v for n, v in fixed.items()) else None)
         if pick is None:
             return None
         if isinstance(pick, int):

@@ -242,10 +242,12 @@ def sweep(call: Call, *, budget: measure.Budget | None = None, deadline: float |
 
 
 def confirm(call: Call, points: Sequence[Point], *, rounds: int | None = None,
-            record: bool = True) -> dict[tuple, float]:
+            record: bool = True, deadline: float | None = None) -> dict[tuple, float]:
     """Re-measure ``points`` interleaved round-robin (a disturbance hits them all alike) and
     return space key -> seconds (the minimum over the rounds on a CPU, else the median).
-    The samples go to the store as one row per point. Points refused now are dropped."""
+    The samples go to the store as one row per point (its sample count exceeds a CPU
+    sweep's, so the store's weighted median takes this value). Points refused now are
+    dropped. After ``deadline`` no round starts beyond the second."""
     req, space = call.req, call.space
     kind = device_kind(call)
     rounds = rounds or call.settings.confirm_rounds or CONFIRM_ROUNDS[kind]
@@ -259,6 +261,8 @@ def confirm(call: Call, points: Sequence[Point], *, rounds: int | None = None,
             samples.pop(k)
     order = list(pts)
     for r in range(rounds):
+        if deadline is not None and r >= 2 and time.perf_counter() > deadline:
+            break
         for k in order[r % len(order):] + order[:r % len(order)] if order else ():
             try:
                 samples[k].append(measure.run_seconds(req.run, pts[k])[2])
