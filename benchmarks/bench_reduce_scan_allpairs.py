@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import math
 import sys
 from pathlib import Path
 
@@ -189,6 +190,9 @@ def main(argv=None) -> dict:
     add("reduce sum f32", "pyopencl ReductionKernel", time_pyopencl(lambda: rk(xa), sink, reps),
         4 * n)
     add("reduce sum f32", "numpy", common.time_wall(lambda: x.sum(), reps=reps), 4 * n)
+    exact = math.fsum(x.astype(np.float64))
+    results["reduce_f32_rel_error"] = abs(float(ssum(vx)) - exact) / exact
+    results["reduce_f32_rel_error_numpy"] = abs(float(x.sum()) - exact) / exact
 
     # -- MapReduce: dot product ---------------------------------------------------------------
     y = rng.random(n, dtype=np.float32)
@@ -212,7 +216,8 @@ def main(argv=None) -> dict:
     vi.device_buffer(rt)
     for inclusive in (False, True):
         name = "scan " + ("inclusive" if inclusive else "exclusive") + " i32"
-        scan = sk.Scan(lambda a, b: a + b, 0, inclusive=inclusive)
+        # int32 sums, as pyopencl's kernels below (np.cumsum's default would be int64)
+        scan = sk.Scan(lambda a, b: a + b, 0, inclusive=inclusive, dtype=np.int32)
         t, p = time_skelpy(scan, lambda: scan(vi), reps)
         add(name, "skelpy", t, 8 * n, params=p)
         other = "levels" if p.get("method") == "lookback" else "lookback"
@@ -235,6 +240,25 @@ def main(argv=None) -> dict:
         label = "pyopencl " + ("InclusiveScanKernel" if inclusive else "ExclusiveScanKernel")
         add(name, label, time_pyopencl(lambda: knl(ia, oa), sink, reps), 8 * n)
         add(name, "numpy", common.time_wall(lambda: np.cumsum(xi), reps=reps), 8 * n)
+
+    # -- Scan of float32: the row trees and (look-back) compensated carries of float sums -------
+    name = "scan inclusive f32"
+    fscan = sk.Scan(lambda a, b: a + b, 0, inclusive=True)
+    t, p = time_skelpy(fscan, lambda: fscan(vx), reps)
+    add(name, "skelpy", t, 8 * n, params=p)
+    other = "levels" if p.get("method") == "lookback" else "lookback"
+    t, p = time_skelpy(fscan, lambda: fscan(vx, params={**p, "method": other}), reps)
+    add(name, f"skelpy {other}", t, 8 * n, params=p)
+    fa, fo = cla.to_device(queue, x), cla.empty(queue, (n,), np.float32)
+    fknl = InclusiveScanKernel(ctx, np.float32, "a+b", "0")
+    record_kernels(fknl, ["first_level_scan_info", "second_level_scan_info", "final_update_info"],
+                   sink)
+    add(name, "pyopencl InclusiveScanKernel", time_pyopencl(lambda: fknl(fa, fo), sink, reps),
+        8 * n)
+    add(name, "numpy", common.time_wall(lambda: np.cumsum(x), reps=reps), 8 * n)
+    last = float(fscan(vx).to_numpy()[-1])
+    results["scan_f32_last_rel_error"] = abs(last - exact) / exact
+    results["scan_f32_last_rel_error_numpy_cumsum"] = abs(float(np.cumsum(x)[-1]) - exact) / exact
 
     # -- AllPairs: matrix multiply ---------------------------------------------------------------
     A = rng.standard_normal((nmm, nmm), dtype=np.float32)
@@ -286,6 +310,10 @@ def main(argv=None) -> dict:
     common.print_table(rows, ["op", "impl", "us", "GB/s", "% copy", "GFLOP/s", "vs baseline",
                               "params"], title="kernel times (vs baseline: >1 means faster)")
     print(f"matmul max relative error vs NumPy: {results['matmul_max_rel_error']:.2e}")
+    print(f"float32 sum relative error vs math.fsum: skelpy {results['reduce_f32_rel_error']:.1e},"
+          f" NumPy {results['reduce_f32_rel_error_numpy']:.1e}; last prefix of the scan: skelpy "
+          f"{results['scan_f32_last_rel_error']:.1e}, np.cumsum "
+          f"{results['scan_f32_last_rel_error_numpy_cumsum']:.1e}")
     path = common.write_json("reduce_scan_allpairs", dev.name, results,
                              directory=Path(args.out) if args.out else None)
     print(f"wrote {path}")

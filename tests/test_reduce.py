@@ -11,7 +11,8 @@ import pytest
 
 import skelpy as sk
 from skelpy import runtime
-from skelpy.skeletons.reduce import muscle_is_commutative, one_launch_ok
+from skelpy.skeletons.fold_muscle import muscle_is_commutative
+from skelpy.skeletons.reduce import one_launch_ok
 
 DTYPES = [np.int32, np.int64, np.float32, np.float64]
 SIZES = [1, 2, 255, 256, 257, 4099, 2**20]
@@ -61,6 +62,8 @@ def ref_last_nonzero(x):
 
 def check(got, want, x, dtype, op):
     dt = np.dtype(dtype)
+    if op in ("sum", "prod"):        # np.sum's accumulator: narrow integers in int64
+        dt = np.add.reduce(np.zeros(1, dt)).dtype
     assert isinstance(got, np.generic) and got.dtype == dt, (type(got), getattr(got, "dtype", 0))
     if dt.kind != "f" or op in ("min", "max", "absmax", "last"):
         assert got == want, (got, want)
@@ -75,10 +78,10 @@ def check(got, want, x, dtype, op):
 def make(op, dtype):
     dt = np.dtype(dtype)
     if op == "sum":
-        return sk.Reduce(add, 0), lambda x: (np.add.reduce(x, dtype=dt) if dt.kind != "f"
+        return sk.Reduce(add, 0), lambda x: (np.sum(x) if dt.kind != "f"
                                              else math.fsum(x.astype(np.float64))), "any"
     if op == "prod":
-        return sk.Reduce(mul, 1), lambda x: (np.multiply.reduce(x, dtype=dt) if dt.kind != "f"
+        return sk.Reduce(mul, 1), lambda x: (np.prod(x) if dt.kind != "f"
                                              else np.prod(x.astype(np.float64))), "prod"
     lo, hi = (-np.inf, np.inf) if dt.kind == "f" else (np.iinfo(dt).min, np.iinfo(dt).max)
     if op == "min":
@@ -187,12 +190,16 @@ def test_empty_input_gives_identity():
     np.testing.assert_array_equal(mx.to_numpy(), [-5] * 3)
 
 
-def test_int_sums_wrap_like_numpy_and_out_dtype(rng):
+def test_int_sums_accumulate_like_numpy_and_dtype_chooses(rng):
     x = rng.integers(0, 127, 10_000).astype(np.int8)
     got = sk.Reduce(add, 0)(x)
-    assert got.dtype == np.int8 and got == np.add.reduce(x, dtype=np.int8)
-    wide = sk.Reduce(add, 0, out_dtype=np.int64)(x)
-    assert wide.dtype == np.int64 and wide == x.sum(dtype=np.int64)
+    assert got.dtype == np.int64 and got == np.sum(x)
+    narrow = sk.Reduce(add, 0, dtype=np.int8)(x)           # wraps, as np.sum(x, dtype=int8)
+    assert narrow.dtype == np.int8 and narrow == np.sum(x, dtype=np.int8)
+    old = sk.Reduce(add, 0, out_dtype=np.int16)(x)          # the older name
+    assert old.dtype == np.int16 and old == np.sum(x, dtype=np.int16)
+    with pytest.raises(sk.DTypeError, match="disagree"):
+        sk.Reduce(add, 0, dtype=np.int8, out_dtype=np.int16)
 
 
 def test_bool_any_and_all():

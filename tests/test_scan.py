@@ -63,7 +63,8 @@ def test_prefix_sums_against_cumsum(dtype, inclusive, rng, has_fp64):
     scan = sk.Scan(add, 0, inclusive=inclusive)
     for n in SIZES:
         x = data(rng, dtype, n)
-        inc = np.cumsum(x.astype(np.float64) if x.dtype.kind == "f" else x).astype(dtype)
+        inc = (np.cumsum(x.astype(np.float64)).astype(dtype) if x.dtype.kind == "f"
+               else np.cumsum(x))        # np.cumsum's accumulator: int32 sums in int64
         assert_scan(scan(sk.Vector(x)), inc if inclusive else exclusive(inc, x, 0))
 
 
@@ -113,7 +114,8 @@ def test_sum_grid_both_methods(rng):
 
 def test_big_input(rng):
     x = data(rng, np.int32, 2**22 + 17)
-    assert_scan(sk.Scan(add, 0, inclusive=True)(x), np.cumsum(x, dtype=np.int32))
+    assert_scan(sk.Scan(add, 0, inclusive=True)(x), np.cumsum(x))
+    assert_scan(sk.Scan(add, 0, inclusive=True, dtype=np.int32)(x), np.cumsum(x, dtype=np.int32))
 
 
 def test_matrix_scans_all_elements_row_major(rng):

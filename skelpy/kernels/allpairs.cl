@@ -92,14 +92,38 @@
         for (int r = 0; r < SKP_RM; ++r) {                                                   \
             _Pragma("unroll")                                                                \
             for (int c = 0; c < SKP_RN; ++c)                                                 \
-                acc[r][c] = SKP_RED(acc[r][c], SKP_ZIP(a[r], b[c]));                         \
+                SKP_PART[r][c] = SKP_RED(SKP_PART[r][c], SKP_ZIP(a[r], b[c]));               \
         }                                                                                    \
     }
+
+/* Float folds along k (SKP_BLOCKED, set by the host) accumulate each output in chunks of
+ * `chunk_tiles` slices (about sqrt(d) elements, chosen by the host): part[][] folds a chunk,
+ * then is folded into acc[][]. A running sum over all of d would round d times at the
+ * magnitude of the result. For a sum (SKP_COMPENSATED: the reduce muscle computes a + b), each
+ * chunk is added to acc with TwoSum and what that addition rounds off starts the next chunk's
+ * part[][] (compensated summation with the compensation kept in part: no extra registers), so
+ * the error is that of one chunk's serial fold -- ~sqrt(d) roundings at the magnitude of a
+ * chunk, a small fraction of the result's -- plus a rounding or two, whatever d is. Other
+ * float folds restart part[][] from the identity (blocking alone: error ~ sqrt(d) roundings,
+ * not d). The cost is one more register per output and a few operations per output per chunk.
+ * Integer folds are exact: they fold into acc[][] directly. */
+#ifndef SKP_BLOCKED
+#define SKP_BLOCKED 0
+#endif
+#ifndef SKP_COMPENSATED
+#define SKP_COMPENSATED 0
+#endif
+#if SKP_BLOCKED
+#define SKP_PART part
+#else
+#define SKP_PART acc
+#endif
 
 __kernel __attribute__((reqd_work_group_size(SKP_LX, SKP_LY, 1)))
 void skelpy_allpairs(__global SKP_ACC_ST* restrict C, __global const SKP_A_ST* restrict A,
                      __global const SKP_B_ST* restrict B, const long n, const long m,
-                     const long d, const SKP_ACC_ST identity_st SKP_PARAMS_DECL)
+                     const long d, const int chunk_tiles,
+                     const SKP_ACC_ST identity_st SKP_PARAMS_DECL)
 {
     __local SKP_A_ST As[SKP_TK * SKP_AROW];
     __local SKP_B_ST Bs[SKP_TK * SKP_BROW];
@@ -116,6 +140,16 @@ void skelpy_allpairs(__global SKP_ACC_ST* restrict C, __global const SKP_A_ST* r
         for (int c = 0; c < SKP_RN; ++c)
             acc[r][c] = (SKP_ACC)identity_st;
     }
+#if SKP_BLOCKED
+    SKP_ACC part[SKP_RM][SKP_RN];
+#pragma unroll
+    for (int r = 0; r < SKP_RM; ++r) {
+#pragma unroll
+        for (int c = 0; c < SKP_RN; ++c)
+            part[r][c] = (SKP_ACC)identity_st;
+    }
+    int chunk_left = chunk_tiles;
+#endif
 
     SKP_A_ST ra[SKP_AF];
     SKP_B_ST rb[SKP_BF];
@@ -149,6 +183,28 @@ void skelpy_allpairs(__global SKP_ACC_ST* restrict C, __global const SKP_A_ST* r
             SKP_STEP(kk)
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
+#if SKP_BLOCKED
+        if (--chunk_left == 0 || k0 >= d) {     /* the chunk is complete (or d is) */
+#pragma unroll
+            for (int r = 0; r < SKP_RM; ++r) {
+#pragma unroll
+                for (int c = 0; c < SKP_RN; ++c) {
+#if SKP_COMPENSATED
+                    const SKP_ACC x = acc[r][c], y = part[r][c];
+                    const SKP_ACC s = x + y;
+                    const SKP_ACC yy = s - x;
+                    const SKP_ACC err = (x - (s - yy)) + (y - yy);
+                    acc[r][c] = s;
+                    part[r][c] = isfinite(s) ? err : (SKP_ACC)0;
+#else
+                    acc[r][c] = SKP_RED(acc[r][c], part[r][c]);
+                    part[r][c] = (SKP_ACC)identity_st;
+#endif
+                }
+            }
+            chunk_left = chunk_tiles;
+        }
+#endif
     }
 
 #pragma unroll
@@ -158,7 +214,11 @@ void skelpy_allpairs(__global SKP_ACC_ST* restrict C, __global const SKP_A_ST* r
         for (int c = 0; c < SKP_RN; ++c) {
             const long j = j0 + tx + c * SKP_LX;
             if (i < n && j < m)
+#if SKP_COMPENSATED
+                C[i * m + j] = (SKP_ACC_ST)(acc[r][c] + part[r][c]);
+#else
                 C[i * m + j] = (SKP_ACC_ST)acc[r][c];
+#endif
         }
     }
 }

@@ -2,7 +2,7 @@
  *
  * Three phases in ONE launch (kernel argument one_pass == 1):
  *   1. each work-group owns a contiguous range of `per` elements; each work-item folds its share
- *      sequentially (thread coarsening, SKP_ITEMS elements per step);
+ *      (thread coarsening, SKP_ITEMS elements per step) -- pairwise for floats, see below;
  *   2. the group folds its work-items' values in local memory (an order-preserving tree);
  *   3. the group writes its value to partial[g]; the last group to finish (an atomic ticket)
  *      folds the partials, in group order, and writes result[0].
@@ -32,6 +32,7 @@
  *   SKP_PARAMS_DECL        the kernel parameters of the inputs and extra arguments
  *   SKP_LOAD(i)            element i (after the map muscle, for MapReduce) as SKP_ACC
  *   SKP_ORDERED            see above
+ *   SKP_PAIRWISE           1 for float accumulators: pairwise folds within work-items (below)
  */
 
 /* SKP_UNROLL (set by the host for GPUs) unrolls the coarsening loops: many loads in flight
@@ -59,6 +60,92 @@
 /* One padding word every 32 keeps the strided row reads of the tile free of bank conflicts. */
 #define SKP_PAD(t) ((t) + ((t) >> 5))
 
+/* -- Pairwise accumulation within a work-item ------------------------------------------------
+ * Whatever the launch point, a float fold must round like a pairwise sum (error ~ log2(n)
+ * roundings), not like a loop (one rounding per element): a work-item may fold millions of
+ * elements. So with SKP_PAIRWISE (float accumulators, set by the host) a work-item folds its
+ * share in *leaves* of SKP_LEAF elements (short serial runs, as NumPy's pairwise sum has at its
+ * leaves; cheap per element), and combines the leaves like a binary counter: level l holds the
+ * fold of 2^l consecutive leaves, and a new leaf merges upwards while the levels it meets are
+ * full. The work-item's value is then a pairwise tree over its leaves, held in SKP_LEVELS
+ * registers, for ~1 extra combine per leaf. Order is kept: a level always holds EARLIER
+ * elements than what merges into it. Past 2^(SKP_LEVELS-1) leaves the top level folds
+ * serially (the host keeps flat reductions below that). In the flat kernel the counter is the
+ * same for every work-item of a group, so the merges do not diverge. Integer and bool folds
+ * are exact in any order: without SKP_PAIRWISE the leaves are folded one after the other. */
+#ifndef SKP_PAIRWISE
+#define SKP_PAIRWISE 0
+#endif
+#define SKP_LEVELS 16
+#define SKP_LEAF 16
+
+#if SKP_PAIRWISE
+/* Blocks of SKP_ITEMS elements per leaf in the flat kernel (the host sizes shares to match). */
+#define SKP_LEAF_BLOCKS (SKP_ITEMS >= SKP_LEAF ? 1 : SKP_LEAF / SKP_ITEMS)
+
+inline void skp_pw_push(SKP_ACC* s, uint* count, SKP_ACC v)
+{
+    const uint c = *count;
+    *count = c + 1u;
+#pragma unroll
+    for (int l = 0; l < SKP_LEVELS - 1; ++l) {
+        if (!((c >> l) & 1u)) {
+            s[l] = v;
+            return;
+        }
+        v = SKP_COMBINE(s[l], v);
+    }
+    s[SKP_LEVELS - 1] = (c >> (SKP_LEVELS - 1)) ? SKP_COMBINE(s[SKP_LEVELS - 1], v) : v;
+}
+
+inline SKP_ACC skp_pw_total(const SKP_ACC* s, const uint c, const SKP_ACC identity)
+{
+    SKP_ACC r = (c >> (SKP_LEVELS - 1)) ? s[SKP_LEVELS - 1] : identity;
+#pragma unroll
+    for (int l = SKP_LEVELS - 2; l >= 0; --l)
+        if ((c >> l) & 1u)
+            r = SKP_COMBINE(r, s[l]);
+    return r;
+}
+
+#define SKP_PW_STATE(identity) SKP_ACC pw_s[SKP_LEVELS]; uint pw_n = 0u;
+#define SKP_PW_PUSH(leaf) skp_pw_push(pw_s, &pw_n, (leaf))
+#define SKP_PW_TOTAL(identity) skp_pw_total(pw_s, pw_n, (identity))
+#else
+#define SKP_LEAF_BLOCKS 1
+#define SKP_PW_STATE(identity) SKP_ACC pw_acc = (identity);
+#define SKP_PW_PUSH(leaf) (pw_acc = SKP_COMBINE(pw_acc, (leaf)))
+#define SKP_PW_TOTAL(identity) pw_acc
+#endif
+
+/* Fold LOAD_K(k) for k = k0, k0 + ks, ... < e into the work-item's state, leaf by leaf. */
+#define SKP_PW_RANGE(LOAD_K, k0, ks, e)                                                      \
+    {                                                                                        \
+        long k_ = (k0);                                                                      \
+        for (; k_ + (SKP_LEAF - 1) * (ks) < (e); k_ += SKP_LEAF * (ks)) {                    \
+            SKP_ACC leaf_ = LOAD_K(k_);                                                      \
+            _Pragma("unroll")                                                                \
+            for (int r_ = 1; r_ < SKP_LEAF; ++r_)                                            \
+                leaf_ = SKP_COMBINE(leaf_, LOAD_K(k_ + r_ * (ks)));                          \
+            SKP_PW_PUSH(leaf_);                                                              \
+        }                                                                                    \
+        if (k_ < (e)) {                                                                      \
+            SKP_ACC leaf_ = LOAD_K(k_);                                                      \
+            for (k_ += (ks); k_ < (e); k_ += (ks))                                           \
+                leaf_ = SKP_COMBINE(leaf_, LOAD_K(k_));                                      \
+            SKP_PW_PUSH(leaf_);                                                              \
+        }                                                                                    \
+    }
+
+/* Fold v[0 .. SKP_ITEMS) in place as a balanced tree, in order; the result is v[0]. */
+#define SKP_BLOCK_FOLD(v)                                                                    \
+    _Pragma("unroll")                                                                        \
+    for (int s_ = 1; s_ < SKP_ITEMS; s_ <<= 1) {                                             \
+        _Pragma("unroll")                                                                    \
+        for (int k_ = 0; k_ + s_ < SKP_ITEMS; k_ += 2 * s_)                                  \
+            v[k_] = SKP_COMBINE(v[k_], v[k_ + s_]);                                          \
+    }
+
 #ifndef SKP_AXIS_ONLY
 
 /* Fold scratch[0 .. SKP_WG) in order (pairs of neighbours, then pairs of pairs, ...). */
@@ -78,17 +165,31 @@ inline SKP_ACC skp_group_fold(__local SKP_ACC_ST* scratch, const SKP_ACC v, cons
 }
 
 /* Fold p[0 .. count) in order with one work-group. */
+#define SKP_PARTIAL(k) ((SKP_ACC)p[k])
 inline SKP_ACC skp_fold_array(__global const volatile SKP_ACC_ST* p, const long count,
                               const SKP_ACC identity, __local SKP_ACC_ST* scratch, const int lid)
 {
     const long share = (count + SKP_WG - 1) / SKP_WG;
     const long b = lid * share;
-    const long e = min(b + share, count);
-    SKP_ACC acc = identity;
-    for (long i = b; i < e; ++i)
-        acc = SKP_COMBINE(acc, (SKP_ACC)p[i]);
-    return skp_group_fold(scratch, acc, lid);
+    SKP_PW_STATE(identity)
+    SKP_PW_RANGE(SKP_PARTIAL, b, 1, min(b + share, count))
+    return skp_group_fold(scratch, SKP_PW_TOTAL(identity), lid);
 }
+
+/* A leaf of the flat kernel: SKP_LEAF_BLOCKS blocks of SKP_ITEMS elements, the block at step r
+ * loaded by LOAD_BLOCK(r) into v[] (which it may stage through local memory) and folded as a
+ * tree; the blocks are folded in order into `leaf`. */
+#define SKP_FLAT_LEAF(LOAD_BLOCK)                                                            \
+    {                                                                                        \
+        SKP_ACC leaf;                                                                        \
+        _Pragma("unroll")                                                                    \
+        for (int r = 0; r < SKP_LEAF_BLOCKS; ++r) {                                          \
+            LOAD_BLOCK(r)                                                                    \
+            SKP_BLOCK_FOLD(v)                                                                \
+            leaf = r ? SKP_COMBINE(leaf, v[0]) : v[0];                                       \
+        }                                                                                    \
+        SKP_PW_PUSH(leaf);                                                                   \
+    }
 
 __kernel __attribute__((reqd_work_group_size(SKP_WG, 1, 1)))
 void skelpy_reduce(__global SKP_ACC_ST* restrict partial, __global SKP_ACC_ST* restrict result,
@@ -107,58 +208,67 @@ void skelpy_reduce(__global SKP_ACC_ST* restrict partial, __global SKP_ACC_ST* r
     const long start = g * per;
     const long end = min(start + per, n);
     const int full = start + per <= n;
-    SKP_ACC acc = identity;
+    SKP_PW_STATE(identity)
+    SKP_ACC v[SKP_ITEMS];
 
 #if SKP_ORDERED
-    const long sub = per / SKP_WG;           /* each work-item's sub-range, a multiple of ITEMS */
-    for (long j = 0; j < sub; j += SKP_ITEMS) {
-        if (full) {
-#if SKP_UNROLL
-#pragma unroll
-#endif
-            for (int m = 0; m < SKP_ITEMS; ++m) {
-                const int t = m * SKP_WG + lid;
-                const long i = start + (long)(t / SKP_ITEMS) * sub + j + (t % SKP_ITEMS);
-                tile[SKP_PAD(t)] = (SKP_ACC_ST)(SKP_LOAD(i));
-            }
-        } else {
-            for (int m = 0; m < SKP_ITEMS; ++m) {
-                const int t = m * SKP_WG + lid;
-                const long i = start + (long)(t / SKP_ITEMS) * sub + j + (t % SKP_ITEMS);
-                SKP_ACC v = identity;
-                if (i < end)
-                    v = SKP_LOAD(i);
-                tile[SKP_PAD(t)] = (SKP_ACC_ST)v;
-            }
-        }
+    /* each work-item's sub-range; `per` is a multiple of SKP_WG * SKP_ITEMS * SKP_LEAF_BLOCKS */
+    const long sub = per / SKP_WG;
+/* Stage block r of the leaf at j as a WG x ITEMS tile (ITEMS consecutive elements of every
+ * sub-range: sector-sized runs) and take this work-item's row. The barriers are outside any
+ * branch; `full` (the same for the whole group) spares the bounds checks. */
+#define SKP_ROW(r)                                                                           \
+        SKP_STAGE_UNROLL                                                                     \
+        for (int m = 0; m < SKP_ITEMS; ++m) {                                                \
+            const int t = m * SKP_WG + lid;                                                  \
+            const long i = start + (long)(t / SKP_ITEMS) * sub + j + (r) * SKP_ITEMS         \
+                           + (t % SKP_ITEMS);                                                \
+            SKP_ACC x = identity;                                                            \
+            if (full || i < end)                                                             \
+                x = SKP_LOAD(i);                                                             \
+            tile[SKP_PAD(t)] = (SKP_ACC_ST)x;                                                \
+        }                                                                                    \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+        _Pragma("unroll")                                                                    \
+        for (int k = 0; k < SKP_ITEMS; ++k)                                                  \
+            v[k] = (SKP_ACC)tile[SKP_PAD(lid * SKP_ITEMS + k)];                              \
         barrier(CLK_LOCAL_MEM_FENCE);
 #if SKP_UNROLL
-#pragma unroll
-#endif
-        for (int k = 0; k < SKP_ITEMS; ++k)
-            acc = SKP_COMBINE(acc, (SKP_ACC)tile[SKP_PAD(lid * SKP_ITEMS + k)]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+#define SKP_STAGE_UNROLL _Pragma("unroll")
 #else
-    const long step = (long)SKP_WG * SKP_ITEMS;
-    if (full) {
-        for (long b = start + lid; b < end; b += step) {
-#if SKP_UNROLL
-#pragma unroll
+#define SKP_STAGE_UNROLL
 #endif
-            for (int k = 0; k < SKP_ITEMS; ++k)
-                acc = SKP_COMBINE(acc, SKP_LOAD(b + k * SKP_WG));
+    for (long j = 0; j < sub; j += SKP_ITEMS * SKP_LEAF_BLOCKS)
+        SKP_FLAT_LEAF(SKP_ROW)
+#else
+    /* interleaved: block r of a leaf at b is b + r * step + k * SKP_WG, k < SKP_ITEMS */
+    const long step = (long)SKP_WG * SKP_ITEMS;
+#if SKP_UNROLL
+#define SKP_BLOCK_FULL(r)                                                                    \
+        _Pragma("unroll")                                                                    \
+        for (int k = 0; k < SKP_ITEMS; ++k)                                                  \
+            v[k] = SKP_LOAD(b + (r) * step + k * SKP_WG);
+#else
+#define SKP_BLOCK_FULL(r)                                                                    \
+        for (int k = 0; k < SKP_ITEMS; ++k)                                                  \
+            v[k] = SKP_LOAD(b + (r) * step + k * SKP_WG);
+#endif
+#define SKP_BLOCK_PART(r)                                                                    \
+        for (int k = 0; k < SKP_ITEMS; ++k) {                                                \
+            const long i = b + (r) * step + k * SKP_WG;                                      \
+            v[k] = identity;                                                                 \
+            if (i < end)                                                                     \
+                v[k] = SKP_LOAD(i);                                                          \
         }
-    } else {
-        for (long b = start + lid; b < end; b += step) {
-            for (int k = 0; k < SKP_ITEMS; ++k) {
-                const long i = b + k * SKP_WG;
-                if (i < end)
-                    acc = SKP_COMBINE(acc, SKP_LOAD(i));
-            }
-        }
+    if (full) {
+        for (long b = start + lid; b < end; b += step * SKP_LEAF_BLOCKS)
+            SKP_FLAT_LEAF(SKP_BLOCK_FULL)
+    } else {                           /* the same number of leaves for every work-item */
+        for (long b = start + lid; b - lid < end; b += step * SKP_LEAF_BLOCKS)
+            SKP_FLAT_LEAF(SKP_BLOCK_PART)
     }
 #endif
+    const SKP_ACC acc = SKP_PW_TOTAL(identity);
 
     const SKP_ACC total = skp_group_fold(scratch, acc, lid);
     if (groups == 1) {
@@ -215,20 +325,20 @@ void skelpy_reduce_axis(__global SKP_ACC_ST* restrict out, const long outer, con
     const int lane = lane_fast ? lid % lanes : lid / segs;
     const int seg = lane_fast ? lid / lanes : lid % segs;
     const long o = (long)get_group_id(0) * segs + seg;
-    SKP_ACC acc = (SKP_ACC)identity_st;
+    const SKP_ACC identity = (SKP_ACC)identity_st;
+    SKP_PW_STATE(identity)
     if (o < outer) {
         const long base = o * so;
+#define SKP_AXIS_LOAD(k) SKP_LOAD(base + (k) * sk)
 #if SKP_ORDERED
         const long share = (inner + lanes - 1) / lanes;
         const long b = lane * share;
-        const long e = min(b + share, inner);
-        for (long k = b; k < e; ++k)
-            acc = SKP_COMBINE(acc, SKP_LOAD(base + k * sk));
+        SKP_PW_RANGE(SKP_AXIS_LOAD, b, 1, min(b + share, inner))
 #else
-        for (long k = lane; k < inner; k += lanes)
-            acc = SKP_COMBINE(acc, SKP_LOAD(base + k * sk));
+        SKP_PW_RANGE(SKP_AXIS_LOAD, lane, lanes, inner)
 #endif
     }
+    const SKP_ACC acc = SKP_PW_TOTAL(identity);
     __local SKP_ACC_ST* row = scratch + seg * lanes;
     row[lane] = (SKP_ACC_ST)acc;
     barrier(CLK_LOCAL_MEM_FENCE);

@@ -3,7 +3,8 @@
  * The data is cut into tiles of SKP_WG * SKP_ITEMS consecutive elements, one work-group per
  * tile. Within a tile (Harris et al., GPU Gems 3 ch. 39, with thread coarsening):
  *   1. the group loads the tile into local memory with coalesced reads;
- *   2. each work-item folds its own row of SKP_ITEMS consecutive elements sequentially;
+ *   2. each work-item folds its own row of SKP_ITEMS consecutive elements (sequentially, or
+ *      for floats as a tree that leaves the row's own prefixes in registers);
  *   3. the work-group scans the SKP_WG row totals with the work-efficient Blelloch up-sweep /
  *      down-sweep in local memory, padded so that the strided accesses avoid bank conflicts;
  *   4. each work-item rescans its row from its exclusive prefix (plus the tile's carry-in),
@@ -23,8 +24,9 @@
  * the input's). Everything else is a kernel argument, so that one program serves both methods
  * and both kinds of scan: `inclusive` (0: exclusive, SkelCL's default; 1: inclusive).
  * The generated header (skeletons/scan.py) supplies SKP_ACC / SKP_ACC_ST (compute and storage
- * types), SKP_IN_ST (input storage type), SKP_LOAD_IN(p, i) (input element i as SKP_ACC) and
- * SKP_COMBINE(a, b) (the muscle).
+ * types), SKP_IN_ST (input storage type), SKP_LOAD_IN(p, i) (input element i as SKP_ACC),
+ * SKP_COMBINE(a, b) (the muscle), SKP_FLOAT_ACC (1 for float accumulators: row trees) and
+ * SKP_COMPENSATED (1 for float sums: compensated look-back carries).
  */
 
 /* SKP_UNROLL (set by the host for GPUs) unrolls the coarsening loops: many loads in flight
@@ -40,6 +42,12 @@
 #endif
 #ifndef SKP_SUMS
 #define SKP_SUMS 0
+#endif
+#ifndef SKP_FLOAT_ACC
+#define SKP_FLOAT_ACC 0
+#endif
+#ifndef SKP_COMPENSATED
+#define SKP_COMPENSATED 0
 #endif
 
 #define SKP_TILE (SKP_WG * SKP_ITEMS)
@@ -78,6 +86,24 @@ inline SKP_ACC skp_load_row(__global const SKP_IN_T* restrict in, const long n, 
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+#if SKP_FLOAT_ACC
+    /* Float folds scan the row in registers as a tree (Sklansky: at step s, every element
+     * whose index has bit s set takes in the last element of the half-block before it), so
+     * that each vals[k] becomes the inclusive prefix v_0 + ... + v_k with ~log2(ITEMS)
+     * roundings: a row's serial run would round ITEMS times at the magnitude of the sums, which
+     * in the multi-level method's upper levels is the magnitude of the whole result. */
+#pragma unroll
+    for (int k = 0; k < SKP_ITEMS; ++k)
+        vals[k] = (SKP_ACC)tile[SKP_PAD(lid * SKP_ITEMS + k)];
+#pragma unroll
+    for (int s = 1; s < SKP_ITEMS; s <<= 1) {
+#pragma unroll
+        for (int k = 0; k < SKP_ITEMS; ++k)
+            if (k & s)
+                vals[k] = SKP_COMBINE(vals[(k & ~(2 * s - 1)) + s - 1], vals[k]);
+    }
+    return vals[SKP_ITEMS - 1];
+#else
     vals[0] = (SKP_ACC)tile[SKP_PAD(lid * SKP_ITEMS)];
     SKP_ACC acc = vals[0];
 #if SKP_UNROLL
@@ -88,6 +114,7 @@ inline SKP_ACC skp_load_row(__global const SKP_IN_T* restrict in, const long n, 
         acc = SKP_COMBINE(acc, vals[k]);
     }
     return acc;
+#endif
 }
 
 /* Step 3, up-sweep: s[PAD(i)] = row totals; returns the tile's aggregate. */
@@ -132,11 +159,24 @@ inline SKP_ACC skp_downsweep(__local SKP_ACC_ST* s, const SKP_ACC identity, cons
     return (SKP_ACC)s[SKP_PAD(lid)];
 }
 
-/* Step 4: rescan the row from `prefix`, then store the tile with coalesced writes. */
+/* Step 4: rescan the row from `prefix`, then store the tile with coalesced writes.
+ * Float folds (SKP_FLOAT_ACC) hold the row's own inclusive prefixes in vals[] (skp_load_row):
+ * each output adds one of them to the prefix, one rounding at the prefix's magnitude. Other
+ * folds are exact and run on from the prefix (one combine per element). */
 inline void skp_store_row(__global SKP_ACC_ST* restrict out, const long n, const long base,
                           SKP_ACC prefix, __local SKP_ACC_ST* tile, const int lid,
                           const SKP_ACC* vals, const int inclusive)
 {
+#if SKP_FLOAT_ACC
+    tile[SKP_PAD(lid * SKP_ITEMS)] = (SKP_ACC_ST)(inclusive ? SKP_COMBINE(prefix, vals[0])
+                                                            : prefix);
+#if SKP_UNROLL
+#pragma unroll
+#endif
+    for (int k = 1; k < SKP_ITEMS; ++k)
+        tile[SKP_PAD(lid * SKP_ITEMS + k)] = (SKP_ACC_ST)SKP_COMBINE(
+            prefix, inclusive ? vals[k] : vals[k - 1]);
+#else
     SKP_ACC run = prefix;
 #if SKP_UNROLL
 #pragma unroll
@@ -146,6 +186,7 @@ inline void skp_store_row(__global SKP_ACC_ST* restrict out, const long n, const
         tile[SKP_PAD(lid * SKP_ITEMS + k)] = (SKP_ACC_ST)(inclusive ? next : run);
         run = next;
     }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
     if (base + SKP_TILE <= n) {
 #if SKP_UNROLL
@@ -172,44 +213,119 @@ inline void skp_store_row(__global SKP_ACC_ST* restrict out, const long n, const
 /* Predecessors inspected at once by the look-back. */
 #define SKP_WIN (SKP_WG < 32 ? SKP_WG : 32)
 
-/* Tile statuses are published as 64-bit words (state << 32 | 32 bits of value), each written by
- * one atomic exchange and polled with plain volatile loads: a reader sees a state and its value
- * together, so no memory fence is needed (OpenCL 1.2's mem_fence is only work-group-wide on
- * some devices). A 64-bit value travels as two such words, low half first; a reader accepts
- * them only when both carry the same state (states only grow, and each state's value is
- * written once). SKP_BITS / SKP_UNBITS (from the header) convert values to and from bits. */
-#if SKP_ACC_BITS == 64
-#define SKP_WORDS 2
+/* The carries of the look-back form a chain across tiles: tile t publishes its inclusive prefix
+ * P(t) = P(t-1) + A(t), so a float sum would round once per tile -- a serial sum of the tile
+ * aggregates, far from pairwise accuracy when tiles are small. For sums (SKP_COMPENSATED, set
+ * by the host when the muscle computes a + b over floats) a carry is therefore an unevaluated
+ * pair hi + lo, added with TwoSum (Knuth) so that what each addition rounds off is kept in lo:
+ * the chain's error stays at a few roundings however long it is. Other folds carry plain values
+ * (exact for integers, min and max; a product rounds once per multiplication whatever the
+ * order). */
+#if SKP_COMPENSATED
+typedef struct { SKP_ACC hi; SKP_ACC lo; } skp_carry;
+
+inline skp_carry skp_carry_of(const SKP_ACC v)
+{
+    skp_carry c;
+    c.hi = v;
+    c.lo = (SKP_ACC)0;
+    return c;
+}
+
+inline skp_carry skp_carry_add(const skp_carry a, const skp_carry b)
+{
+    skp_carry r;
+    const SKP_ACC s = a.hi + b.hi;
+    if (!isfinite(s)) {                  /* inf or nan: what the plain sum gives */
+        r.hi = s;
+        r.lo = (SKP_ACC)0;
+        return r;
+    }
+    const SKP_ACC bb = s - a.hi;
+    const SKP_ACC t = ((a.hi - (s - bb)) + (b.hi - bb)) + (a.lo + b.lo);
+    r.hi = s + t;
+    r.lo = t - (r.hi - s);
+    return r;
+}
+
+#define SKP_CARRY_PREFIX(c, excl) ((c).hi + ((c).lo + (excl)))
+#define SKP_VALUES 2
 #else
-#define SKP_WORDS 1
+typedef SKP_ACC skp_carry;
+#define skp_carry_of(v) (v)
+#define skp_carry_add(a, b) SKP_COMBINE((a), (b))
+#define SKP_CARRY_PREFIX(c, excl) SKP_COMBINE((c), (excl))
+#define SKP_VALUES 1
 #endif
 
-inline void skp_publish(__global volatile ulong* status, const long t, const uint state,
-                        const SKP_ACC v)
+/* Tile statuses are published as 64-bit words (state << 32 | 32 bits of payload), each written
+ * by one atomic exchange and polled with plain volatile loads: a reader sees a state and its
+ * payload together, so no memory fence is needed (OpenCL 1.2's mem_fence is only
+ * work-group-wide on some devices). A payload of more than 32 bits (a 64-bit value, or a
+ * compensated pair) travels as several such words, low first; a reader accepts them only when
+ * all carry the same state (states only grow, and each state's payload is written once).
+ * SKP_BITS / SKP_UNBITS (from the header) convert values to and from bits. */
+#if SKP_ACC_BITS == 64
+#define SKP_VALUE_WORDS 2
+#else
+#define SKP_VALUE_WORDS 1
+#endif
+#define SKP_WORDS (SKP_VALUES * SKP_VALUE_WORDS)
+
+inline void skp_pieces(const SKP_ACC v, uint* p)
 {
-    __global volatile ulong* w = status + SKP_WORDS * t;
 #if SKP_ACC_BITS == 64
     const ulong b = SKP_BITS((SKP_ACC_ST)v);
-    atom_xchg(w, ((ulong)state << 32) | (b & 0xffffffffUL));
-    atom_xchg(w + 1, ((ulong)state << 32) | (b >> 32));
+    p[0] = (uint)(b & 0xffffffffUL);
+    p[1] = (uint)(b >> 32);
 #else
-    atom_xchg(w, ((ulong)state << 32) | (ulong)SKP_BITS((SKP_ACC_ST)v));
+    p[0] = (uint)SKP_BITS((SKP_ACC_ST)v);
 #endif
 }
 
-inline uint skp_peek(__global volatile const ulong* status, const long t, SKP_ACC* v)
+inline SKP_ACC skp_unpieces(const uint* p)
+{
+#if SKP_ACC_BITS == 64
+    return (SKP_ACC)SKP_UNBITS(((ulong)p[1] << 32) | (ulong)p[0]);
+#else
+    return (SKP_ACC)SKP_UNBITS(p[0]);
+#endif
+}
+
+inline void skp_publish(__global volatile ulong* status, const long t, const uint state,
+                        const skp_carry v)
+{
+    __global volatile ulong* w = status + SKP_WORDS * t;
+    uint p[SKP_WORDS];
+#if SKP_COMPENSATED
+    skp_pieces(v.hi, p);
+    skp_pieces(v.lo, p + SKP_VALUE_WORDS);
+#else
+    skp_pieces(v, p);
+#endif
+    for (int i = 0; i < SKP_WORDS; ++i)
+        atom_xchg(w + i, ((ulong)state << 32) | (ulong)p[i]);
+}
+
+inline uint skp_peek(__global volatile const ulong* status, const long t, skp_carry* v)
 {
     __global volatile const ulong* w = status + SKP_WORDS * t;
-    const ulong a = w[0];
-#if SKP_ACC_BITS == 64
-    const ulong b = w[1];
-    if ((a >> 32) != (b >> 32))
-        return 0u;                       /* caught between two writes: look again */
-    *v = (SKP_ACC)SKP_UNBITS((b << 32) | (a & 0xffffffffUL));
+    uint p[SKP_WORDS];
+    const ulong first = w[0];
+    p[0] = (uint)(first & 0xffffffffUL);
+    for (int i = 1; i < SKP_WORDS; ++i) {
+        const ulong x = w[i];
+        if ((x >> 32) != (first >> 32))
+            return 0u;                   /* caught between two writes: look again */
+        p[i] = (uint)(x & 0xffffffffUL);
+    }
+#if SKP_COMPENSATED
+    v->hi = skp_unpieces(p);
+    v->lo = skp_unpieces(p + SKP_VALUE_WORDS);
 #else
-    *v = (SKP_ACC)SKP_UNBITS((uint)(a & 0xffffffffUL));
+    *v = skp_unpieces(p);
 #endif
-    return (uint)(a >> 32);
+    return (uint)(first >> 32);
 }
 
 /* Single pass with decoupled look-back. status holds SKP_WORDS words per tile and one more word
@@ -222,12 +338,12 @@ void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
 {
     __local SKP_ACC_ST tile[SKP_PAD(SKP_TILE)];
     __local SKP_ACC_ST s[SKP_PAD(SKP_WG)];
-    __local SKP_ACC_ST win_v[SKP_WIN];
+    __local skp_carry win_v[SKP_WIN];
     __local uint win_s[SKP_WIN];
     __local long tile_id;
     __local long window_end;
     __local int found;
-    __local SKP_ACC_ST carry_l;
+    __local skp_carry carry_l;
     const int lid = (int)get_local_id(0);
     const SKP_ACC identity = (SKP_ACC)identity_st;
 
@@ -241,8 +357,8 @@ void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
     const SKP_ACC row = skp_load_row(in, n, base, identity, tile, lid, vals);
     const SKP_ACC total = skp_upsweep(s, row, lid);
     if (lid == 0) {                      /* publish early, so that successors wait less */
-        skp_publish(status, t, t == 0 ? SKP_PREFIX : SKP_AGGREGATE, total);
-        carry_l = (SKP_ACC_ST)identity;
+        skp_publish(status, t, t == 0 ? SKP_PREFIX : SKP_AGGREGATE, skp_carry_of(total));
+        carry_l = skp_carry_of(identity);
         window_end = t - 1;
         found = t == 0;
     }
@@ -253,9 +369,9 @@ void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
     while (!found) {
         if (lid < SKP_WIN) {
             const long p = window_end - (SKP_WIN - 1 - lid);
-            SKP_ACC v = identity;
+            skp_carry v = skp_carry_of(identity);
             win_s[lid] = p >= 0 ? skp_peek(status, p, &v) : SKP_PREFIX;
-            win_v[lid] = (SKP_ACC_ST)v;
+            win_v[lid] = v;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid == 0) {
@@ -263,10 +379,10 @@ void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
             while (j > 0 && win_s[j] == SKP_AGGREGATE)
                 --j;
             if (win_s[j] != 0u) {        /* win[j+1 ..] are aggregates: fold them in */
-                SKP_ACC c = (SKP_ACC)win_v[j];
+                skp_carry c = win_v[j];
                 for (int i = j + 1; i < SKP_WIN; ++i)
-                    c = SKP_COMBINE(c, (SKP_ACC)win_v[i]);
-                carry_l = (SKP_ACC_ST)SKP_COMBINE(c, (SKP_ACC)carry_l);
+                    c = skp_carry_add(c, win_v[i]);
+                carry_l = skp_carry_add(c, carry_l);
                 if (win_s[j] == SKP_PREFIX)
                     found = 1;
                 else
@@ -276,10 +392,10 @@ void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    const SKP_ACC carry = (SKP_ACC)carry_l;
+    const skp_carry carry = carry_l;
     if (lid == 0 && t > 0)
-        skp_publish(status, t, SKP_PREFIX, SKP_COMBINE(carry, total));
-    skp_store_row(out, n, base, SKP_COMBINE(carry, excl), tile, lid, vals, inclusive);
+        skp_publish(status, t, SKP_PREFIX, skp_carry_add(carry, skp_carry_of(total)));
+    skp_store_row(out, n, base, SKP_CARRY_PREFIX(carry, excl), tile, lid, vals, inclusive);
 }
 
 #endif  /* cl_khr_int64_base_atomics */

@@ -1,8 +1,10 @@
 """Reduce and MapReduce: fold an associative muscle over all elements (or along one axis).
 
-``Reduce(f, identity)(x)`` returns ``x0 ⊕ x1 ⊕ ... ⊕ x(n-1)`` as a NumPy scalar of ``x.dtype``
-(or ``out_dtype``): the reduction is computed in that dtype, so integers wrap exactly as
-``np.add.reduce(x, dtype=x.dtype)`` does, and an empty input gives ``identity``.
+``Reduce(f, identity)(x)`` returns ``x0 ⊕ x1 ⊕ ... ⊕ x(n-1)`` as a NumPy scalar of the
+accumulator dtype, chosen as NumPy does (``fold_muscle.py``): a sum or product of bool or narrow
+integers accumulates in int64/uint64 as ``np.sum`` does, any other muscle in the type of
+``f(acc, x)`` at its fixed point, and ``dtype=`` chooses it outright (then integers wrap exactly
+as ``np.add.reduce(x, dtype=dtype)`` does). An empty input (or axis) gives ``identity``.
 
 **Fusion decision.** Map results in skelpy are real device containers, computed when Map is
 called, so ``Reduce(Map(...)(x))`` cannot be fused after the fact without turning every Map into
@@ -11,15 +13,19 @@ SkePU, the fused form is explicit: ``MapReduce(map_f, reduce_f, identity)(x, y, 
 applies ``map_f`` to the elements and folds the results in ONE kernel launch, never storing the
 mapped values; a dot product is ``MapReduce(lambda a, b: a * b, lambda a, b: a + b, 0)(x, y)``.
 
-**Kernel** (``kernels/reduce.cl``): every work-item folds several elements sequentially (thread
-coarsening: ``items`` per step), the work-group folds in local memory, and the last work-group
-to finish (an atomic ticket) folds the group results — all in one launch (``stages=1``), or with
-a second launch (``stages=2``). One launch needs a fence that orders global stores for other
+**Kernel** (``kernels/reduce.cl``): every work-item folds several elements (thread coarsening:
+``items`` per step), the work-group folds in local memory, and the last work-group to finish
+(an atomic ticket) folds the group results — all in one launch (``stages=1``), or with a
+second launch (``stages=2``). One launch needs a fence that orders global stores for other
 work-groups, which OpenCL 1.2 does not promise: it is offered on NVIDIA (PTX ``membar.gl``) and
-on CPUs, elsewhere only ``stages=2``. Float sums are a tree of short sequential runs, so their
-error grows far slower than a serial loop's. Launch parameters: ``wg`` (work-group size),
-``items``, ``groups`` (an upper bound on the number of work-groups) and ``stages``. On an H200 a
-float32 sum of 2^26 elements runs at ~95% of the device's copy bandwidth.
+on CPUs, elsewhere only ``stages=2``. **Accuracy**: float folds are pairwise at every launch
+point — a work-item folds 16-element leaves and combines them like a binary counter in
+registers (``PAIRWISE_LEAVES`` leaves at most; the host sizes shares to whole leaves), and the
+group and partial folds are trees — so a float sum is within a few ulps of NumPy's pairwise sum
+whatever the tuner picks (``tests/test_fold_accuracy.py``). Launch parameters: ``wg``
+(work-group size), ``items``, ``groups`` (an upper bound on the number of work-groups) and
+``stages``. On an H200 a float32 sum of 2^26 elements ran at ~95% of the device's copy
+bandwidth before the pairwise leaves (not yet measured there since).
 
 **Order.** Only associativity is assumed by default. When the muscle is known to be commutative
 (``commutative=True``, or detected for a Python muscle by comparing ``f(a, b)`` with ``f(b, a)``
@@ -33,8 +39,6 @@ work-group.
 
 from __future__ import annotations
 
-import itertools
-import warnings
 import weakref
 from collections.abc import Mapping
 
@@ -69,6 +73,7 @@ from .base import (
     scalar_value,
     source_key,
 )
+from .fold_muscle import dtype_argument, fold_dtype, muscle_is_commutative
 
 __all__ = ["Reduce", "MapReduce"]
 
@@ -109,43 +114,6 @@ def as_scalar(host: np.ndarray, dtype: np.dtype):
     if dtype == np.bool_:
         return np.bool_(host[0] != 0)
     return host.view(dtype)[0]
-
-
-def muscle_is_commutative(fn, dtype: np.dtype, identity) -> bool:
-    """Whether a Python muscle gives ``f(a, b) == f(b, a)`` on a spread of sample values.
-
-    A heuristic that only picks the faster of two correct kernels: a muscle that fails the
-    test (or cannot be run on the host) is folded in order, which is correct either way."""
-    if not callable(fn):
-        return False
-    dt = np.dtype(dtype)
-    if dt == np.bool_:
-        samples = [np.bool_(False), np.bool_(True)]
-    else:
-        raw = [0, 1, 2, 3, 7, -1, -5, 100, -1000, 0.5, -2.25, 1e6, 123456789]
-        samples = []
-        for v in [identity, *raw]:
-            try:
-                with np.errstate(all="ignore"), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    if dt.kind in "iu" and (float(v) != int(v)):
-                        continue
-                    s = np.asarray(v).astype(dt)[()]
-                    if dt.kind in "iu" and int(s) != int(v):
-                        continue
-            except (OverflowError, ValueError, TypeError):
-                continue
-            samples.append(s)
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for a, b in itertools.combinations(samples, 2):
-                x, y = np.asarray(fn(a, b)), np.asarray(fn(b, a))
-                if x.shape != y.shape or not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
-                    return False
-    except Exception:  # noqa: BLE001 - any failure means "don't know": keep order
-        return False
-    return True
 
 
 _COUNTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -280,11 +248,12 @@ class _Reduction(Skeleton):
         def run(point):
             wg, items = int(point["wg"]), int(point["items"])
             cap, stages = max(1, int(point["groups"])), int(point["stages"])
-            if acc.kind == "f":
-                # Bound each work-item's serial run: a float32 sum of millions of terms in one
-                # register is inaccurate whatever the tree does afterwards.
-                cap = max(cap, -(-n // (wg * SERIAL_LIMIT)))
             chunk = wg * items
+            if acc.kind == "f":
+                # Shares are whole leaves, and at most PAIRWISE_LEAVES of them per work-item,
+                # so that every work-item's fold is a pairwise tree (reduce.cl).
+                chunk *= max(1, PAIRWISE_LEAF // items)
+                cap = max(cap, -(-n // (chunk * PAIRWISE_LEAVES)))
             chunks = -(-n // chunk)
             per = -(-chunks // min(chunks, cap)) * chunk
             groups = -(-n // per)
@@ -316,9 +285,9 @@ class _Reduction(Skeleton):
         outer, inner = (rows, cols) if axis == 1 else (cols, rows)
         so, sk_ = (cols, 1) if axis == 1 else (1, cols)
         acc = plan.out_dtype
-        if outer == 0:
+        if outer == 0 or inner == 0:    # nothing to fold: every output is the identity
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
-            return empty_like_shape((0,), acc, rt)
+            return Vector(np.full(outer, ident, storage_dtype(acc)).view(acc))
         launched = {}
 
         def run(point):
@@ -344,7 +313,7 @@ class _Reduction(Skeleton):
         if map_muscle is None:
             (d,) = in_desc
             in_dt = d[1]
-            acc = self.out_dtype or in_dt
+            acc = fold_dtype(self.muscle, self._reduce_fn, in_dt, self.out_dtype, self.origin)
             decls = [f"__global const {storage_c_type(in_dt)}* restrict in0"]
             load = f"(({c_type(acc)})(({c_type(in_dt)})in0[(i)]))"
             map_tm = None
@@ -361,7 +330,8 @@ class _Reduction(Skeleton):
                     f"supplies {len(kinds)} ({n_muscle_inputs} from the input container(s) "
                     f"and {n_extra} extra argument(s))")
             map_tm = map_muscle.specialise(kinds, c_name="skp_map")
-            acc = self.out_dtype or map_tm.out_dtype
+            acc = fold_dtype(self.muscle, self._reduce_fn, map_tm.out_dtype, self.out_dtype,
+                             self.origin)
             decl_ex, call_ex = extra_kernel_params(extras_desc, map_tm, n_muscle_inputs)
             decls = decls + decl_ex
             load = f"(({c_type(acc)})skp_map({', '.join(call + call_ex)}))"
@@ -381,6 +351,7 @@ class _Reduction(Skeleton):
             "#define SKP_PARAMS_DECL " + "".join(", " + x for x in decls),
             f"#define SKP_LOAD(i) {load}",
             f"#define SKP_ORDERED {int(ordered)}",
+            f"#define SKP_PAIRWISE {int(acc.kind == 'f')}",
         ]
         pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if uses_fp64 else ""
         source = (pragma + (map_tm.source + "\n" if map_tm else "") + red_tm.source + "\n"
@@ -417,7 +388,8 @@ def device_options(rt: _rt.Runtime) -> tuple[str, ...]:
     return opts
 
 
-SERIAL_LIMIT = 1 << 14        # most elements one work-item folds serially in a float reduction
+PAIRWISE_LEAVES = 1 << 15     # leaves one work-item folds pairwise (2^(SKP_LEVELS-1), reduce.cl)
+PAIRWISE_LEAF = 16            # elements of a leaf, folded serially (SKP_LEAF, reduce.cl)
 
 
 def one_launch_ok(rt: _rt.Runtime) -> bool:
@@ -516,7 +488,9 @@ def _axis_space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
 
 class Reduce(_Reduction):
     """``Reduce(f, identity)(x)``: fold the associative muscle ``f`` over all elements of a
-    Vector, Matrix or ndarray and return a NumPy scalar of ``x.dtype`` (or ``out_dtype``).
+    Vector, Matrix or ndarray and return a NumPy scalar of the accumulator dtype: NumPy's
+    (``np.sum``'s for a sum or product, the type of ``f(acc, x)`` otherwise), or ``dtype``
+    (``out_dtype`` is an older name for it).
 
     ``identity`` is ``f``'s neutral element (0 for +, 1 for *, -inf or the dtype's minimum for
     max); it is the result for an empty input. ``axis=1`` (``axis=0``) on a Matrix folds each
@@ -527,9 +501,9 @@ class Reduce(_Reduction):
 
     kind = "reduce"
 
-    def __init__(self, f, identity, *, out_dtype=None, axis: int | None = None,
-                 commutative: bool | None = None):
-        super().__init__(f, out_dtype=out_dtype)
+    def __init__(self, f, identity, *, dtype=None, axis: int | None = None,
+                 commutative: bool | None = None, out_dtype=None):
+        super().__init__(f, out_dtype=dtype_argument(dtype, out_dtype, "Reduce"))
         self._reduce_fn = f
         self._setup(identity, axis, commutative)
 
@@ -546,18 +520,19 @@ class MapReduce(_Reduction):
     are containers (Vector, Matrix, ndarray, or an index space) of the first argument's shape,
     at most ``map_f``'s arity; the rest are extras, passed to ``map_f`` after the elements
     (numbers, or containers read by index). Give ``inputs=k`` to say how many there are when a
-    same-shaped container is meant as an extra. The result is a NumPy scalar of the map's
-    output dtype (or ``out_dtype``), or a Vector with ``axis``.
+    same-shaped container is meant as an extra. The result is a NumPy scalar (a Vector with
+    ``axis``) of the accumulator dtype: chosen from the map's output dtype as in Reduce, or
+    ``dtype``.
 
     A dot product: ``MapReduce(lambda a, b: a * b, lambda a, b: a + b, 0)(x, y)``.
     """
 
     kind = "mapreduce"
 
-    def __init__(self, map_f, reduce_f, identity, *, out_dtype=None, axis: int | None = None,
-                 commutative: bool | None = None, inputs: int | None = None):
+    def __init__(self, map_f, reduce_f, identity, *, dtype=None, axis: int | None = None,
+                 commutative: bool | None = None, inputs: int | None = None, out_dtype=None):
         self.map_muscle = map_f if isinstance(map_f, Muscle) else Muscle(map_f)
-        super().__init__(reduce_f, out_dtype=out_dtype)
+        super().__init__(reduce_f, out_dtype=dtype_argument(dtype, out_dtype, "MapReduce"))
         self._reduce_fn = reduce_f
         if inputs is not None and (not isinstance(inputs, int) or inputs < 1):
             raise self._error(ShapeError, f"inputs must be a positive int, got {inputs!r}")
