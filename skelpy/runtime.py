@@ -238,6 +238,7 @@ class Runtime:
         # per kernel, what its arguments were last set to (see _set_args)
         self._kernel_args: dict[cl.Kernel, list] = {}
         self._lock = threading.Lock()
+        self._building: dict[tuple[str, str], threading.Lock] = {}
         self.stats = TransferStats()
         # Tests set this to make the runtime refuse chosen launches (fault injection).
         self.refuse_hook: Callable[[str, dict, tuple, tuple | None], bool] | None = None
@@ -263,7 +264,9 @@ class Runtime:
         prg = self._programs.get(key)
         if prg is not None:
             return prg
-        with self._lock:
+        with self._lock:                 # one build per key; different keys build at once
+            lock = self._building.setdefault(key, threading.Lock())
+        with lock:
             prg = self._programs.get(key)
             if prg is not None:
                 return prg
@@ -279,6 +282,8 @@ class Runtime:
                                  "generated kernel", source=source, log=log,
                                  options=opts) from None
             self._programs[key] = prg
+        with self._lock:
+            self._building.pop(key, None)
         return prg
 
     def kernel(self, program: cl.Program, name: str) -> cl.Kernel:

@@ -209,3 +209,69 @@ def test_an_interrupted_sweep_resumes_without_measuring_again():
     assert len(confirmed) <= 3
     assert all(n == (0 if pj in before else 1) + (pj in confirmed) for pj, n in extra.items())
     assert out.params == {"wg": 32, "coarsen": 2, "blocked": 0}
+
+
+def test_a_sweep_builds_each_chunk_before_measuring_it_and_the_next_in_the_background():
+    """``prepare`` sees every point before it is measured; on a GPU the next chunk is built
+    in another thread while this one is measured."""
+    import threading
+
+    from test_tuner_support import FakeKernel
+
+    kern = FakeKernel()
+    prepared: list[tuple[str, list]] = []
+    measured_before_prepared = []
+
+    def prepare(points):
+        prepared.append((threading.current_thread().name, [key(p) for p in points]))
+
+    def run(p):
+        if not any(key(p) in pts for _t, pts in prepared):
+            measured_before_prepared.append(key(p))
+        return kern.run(p)
+
+    req = make_request(kern)
+    req.run, req.prepare = run, prepare
+    with tuner.tuning("exhaustive"):
+        out = tuner.execute(req)
+    np.testing.assert_array_equal(out.result, kern.expected)
+    assert not measured_before_prepared
+    seen = {k for _t, pts in prepared for k in pts}
+    assert seen == {key(p) for p in req.space.points()}
+    assert max(len(pts) for _t, pts in prepared) <= tsweep.CHUNK
+    assert any(t == "skelpy-prebuild" for t, _pts in prepared)     # a GPU builds ahead
+    tuner.settings.prebuild = False
+    try:
+        tstore.reset_store()
+        prepared.clear()
+        with tuner.tuning("exhaustive"):
+            tuner.execute(make_request(FakeKernel(), kernel_key="other"))
+        assert prepared == []
+    finally:
+        tuner.settings.prebuild = True
+
+
+def test_the_stencil_prebuilds_variants_in_parallel_threads_on_a_gpu(monkeypatch):
+    """``Plan.prebuild`` (a skeleton's prepare hook) builds the distinct programs of many
+    points, in threads when the device is a GPU (here PoCL dressed as one), and the sweep's
+    launches then build nothing."""
+    import skelpy as sk
+    from skelpy import runtime
+
+    rt = runtime.current()
+    monkeypatch.setitem(rt.device.__dict__, "kind", "gpu")
+    st = sk.Stencil(lambda nb: nb[0, 0] + 0.25 * (nb[-1, 0] + nb[1, 0]), shape=1)
+    m = sk.Matrix(np.random.default_rng(2).random((40, 37)).astype(np.float32))
+    with tuner.capture_requests() as reqs:
+        ref = st(m).to_numpy()
+    req = reqs[0]
+    pts = [p for p in req.space.points() if p["vec"] == 1][:40]
+    builds = rt.stats.builds
+    req.prepare(pts)
+    variants = {(p["cr"], p["cc"], p["local"]) for p in pts}
+    assert rt.stats.builds - builds <= len(variants)
+    builds = rt.stats.builds
+    for p in pts[:10]:
+        res, _ev = req.run(p)
+        np.testing.assert_allclose(res.to_numpy(), ref, rtol=1e-6)
+    assert rt.stats.builds == builds

@@ -10,6 +10,7 @@ repeated call costs a few dictionary look-ups and one enqueue.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -178,6 +179,28 @@ class Plan:
         self.last_kernel = (point, rt, k)
         return k
 
+    def prebuild(self, rt: _rt.Runtime, points: Sequence[Mapping]) -> None:
+        """Build the programs of ``points`` not built yet (a sweep's ``prepare`` hook): on a
+        GPU in parallel threads (clBuildProgram releases the GIL, and the runtime builds
+        different sources at once); a CPU's OpenCL compiler runs on the cores that would
+        otherwise build them one by one."""
+        todo = {}
+        for p in points:
+            opts = self.macros(p)
+            if (id(rt), opts) not in self.programs:
+                todo.setdefault(opts, p)
+        if not todo:
+            return
+        if rt.device.kind != "gpu" or len(todo) == 1:
+            for p in todo.values():
+                self.kernel(rt, p)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(8, len(todo), os.cpu_count() or 1)) as pool:
+            for opts, prg in zip(todo, pool.map(lambda o: rt.build(self.source, o), todo)):
+                self.programs.setdefault((id(rt), opts), rt.kernel(prg, self.kernel_name))
+
     def space(self, rt: _rt.Runtime) -> ParamSpace:
         sp = self.spaces.get(id(rt))
         if sp is None:
@@ -265,7 +288,8 @@ class Skeleton:
         req = tuner.TuningRequest(
             skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
             space=plan.space(rt), dataset=dataset, features=plan.features,
-            forced=params, run=run, origin=self.origin)
+            forced=params, run=run, origin=self.origin,
+            prepare=lambda points: plan.prebuild(rt, points))
         try:
             return tuner.execute(req)
         except ParameterError as exc:
