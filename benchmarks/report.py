@@ -532,7 +532,9 @@ def render(docs: list[dict], charts: dict[str, dict[str, str]], combined: str | 
 # -- the tuner on a new machine (issue 18) --------------------------------------------------------
 
 NEW_DEVICE_CMD = ("python -m benchmarks.tuner_eval --new-device && "
-                  "python -m benchmarks.sweep_rate && python -m benchmarks.report")
+                  "python -m benchmarks.tuner_eval --leave-kernels-out --lodo "
+                  "benchmarks/results/data-*.npz && "
+                  "python -m benchmarks.sweep_rate --seconds 10 && python -m benchmarks.report")
 
 
 def _json_files(results: Path, pattern: str) -> list[tuple[Path, dict]]:
@@ -562,7 +564,13 @@ def new_machine_section(results: Path | None) -> list[str]:
           "and PoCL's caches off). Before: the median of 3-20 repeats per point, each program "
           "built at its first launch; after: the device kind's budget (the minimum of 3-4 "
           "repeats on a CPU, whose noise only adds; the interleaved confirmation of the "
-          "winners makes up the precision) and programs built ahead of their measurement.", ""]
+          "winners makes up the precision) and programs built ahead of their measurement "
+          "(on a GPU in parallel threads, the next chunk while this one is measured). On "
+          "PoCL the rate is set by PoCL's compiler: every kernel variant and every local "
+          "size is compiled once (a work-group function at its first launch, ~0.2 s), and "
+          "PoCL serialises its compiles (two build threads measured no faster), so neither "
+          "the budget nor building ahead changes it there; `skelpy tune` gets twice the "
+          "points per compile by measuring each program at two data sizes.", ""]
     rrows = []
     for _f, d in rates:
         for k, v in (d.get("summary") or {}).items():
@@ -572,7 +580,7 @@ def new_machine_section(results: Path | None) -> list[str]:
     if rrows:
         L += _table(["device", "kernel", "before points/s", "after points/s", "gain"], rrows)
     L += ["", "GPUs not listed here: run `python -m benchmarks.sweep_rate` on them "
-          "(it writes `results/sweep_rate_<device>.json`).", ""]
+          "(it writes `results/sweep_rate_<device>.json`; part of the command below).", ""]
     L += ["### Zero-shot: leave one device out", "",
           "A model trained on the other devices' shipped data only picks, for each scenario "
           "of the held-out device, one of the points measured there; performance is the best "

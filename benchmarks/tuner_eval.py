@@ -1152,8 +1152,6 @@ def main(argv=None) -> int:
     if args.new_device:
         from benchmarks import tuner_transfer
 
-        args.max_points = args.max_points or 64
-        args.case_seconds = args.case_seconds or 30.0
         args.confirm_top = args.confirm_top_new
         args.confirm_rounds = min(args.confirm_rounds, 9)
         return tuner_transfer.main_new_device(args)
