@@ -275,3 +275,17 @@ def test_the_stencil_prebuilds_variants_in_parallel_threads_on_a_gpu(monkeypatch
         res, _ev = req.run(p)
         np.testing.assert_allclose(res.to_numpy(), ref, rtol=1e-6)
     assert rt.stats.builds == builds
+
+
+def test_a_point_limit_is_measured_in_full_across_chunks():
+    from test_tuner_support import FakeKernel
+
+    req = make_request(FakeKernel())
+    call = tuner.new_call(req, "exhaustive")
+    limit = 2 * tsweep.CHUNK + 5
+    res = tsweep.sweep(call, limit=limit, order="sample")
+    assert res.measured == limit and res.truncated
+    res = tsweep.sweep(call, limit=limit + 3, order="sample")     # the next round: 3 more
+    assert res.measured == 3 and len(call.measured()) == limit + 3
+    res = tsweep.sweep(call)                                      # the rest
+    assert not res.truncated and len(call.measured()) == len(req.space.points())

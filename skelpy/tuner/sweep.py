@@ -197,17 +197,18 @@ def sweep(call: Call, *, budget: measure.Budget | None = None, deadline: float |
     builder = _Builder(req.prepare if settings.prebuild else None,
                        background=device_kind(call) == "gpu")
     bar = _bar(len(todo), f"sweep {req.skeleton} {req.kernel_key[:8]}", settings.progress)
+    stopped = False                       # the deadline passed
     try:
         for start in range(0, len(todo), CHUNK):
             if deadline is not None and ref_res is not None and time.perf_counter() > deadline:
-                res.truncated = True
+                stopped = True
                 break
             chunk = todo[start:start + CHUNK]
             builder.ready(chunk, todo[start + CHUNK:start + 2 * CHUNK])
             for p in chunk:
                 if deadline is not None and ref_res is not None \
                         and time.perf_counter() > deadline:
-                    res.truncated = True
+                    stopped = True
                     break
                 try:
                     m = measure.measure(req.run, dict(p), budget, best_t)
@@ -228,12 +229,13 @@ def sweep(call: Call, *, budget: measure.Budget | None = None, deadline: float |
                 if len(rows) >= SAVE_EVERY:
                     call.save_rows(rows)
                     rows = []
-            if res.truncated:
+            if stopped:
                 break
     finally:
         builder.close()
         bar.close()
         call.save_rows(rows)
+    res.truncated = res.truncated or stopped
     res.seconds = time.perf_counter() - t_start
     return res
 
