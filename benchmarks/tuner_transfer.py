@@ -292,8 +292,8 @@ def main_new_device(args) -> int:
     dev = sk.current_device()
     kind = "gpu" if dev.features.get("dev_is_gpu", 1.0) else "cpu"
     # a GPU's held-out sweeps fit ~6 minutes in all; a CPU's take longer per point
-    args.max_points = args.max_points or (48 if kind == "gpu" else 64)
-    args.case_seconds = args.case_seconds or (12.0 if kind == "gpu" else 30.0)
+    args.max_points = args.max_points or (32 if kind == "gpu" else 64)
+    args.case_seconds = args.case_seconds or (6.0 if kind == "gpu" else 30.0)
     slug = te._slug(dev.name) + (f"_{args.tag}" if args.tag else "")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

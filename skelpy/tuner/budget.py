@@ -33,11 +33,15 @@ TRAIN_SHARE = {"gpu": 0.12, "cpu": 0.12}
 # share of the budget for measuring every swept point again, interleaved
 REFINE_SHARE = {"gpu": 0.1, "cpu": 0.15}
 ROUND_LIMITS = (8, 20, 40, 80, 160, 320, 640)
+# the share of the sweeping time that rounds 1, 2, ... may have used by their end
+ROUND_SHARES = (0.3, 0.6, 0.8, 0.9, 1.0)
 # programs per minute of budget, and the share of each kind (stencils have the largest
 # spaces and the most varied best points)
 PROGRAMS_PER_MINUTE = {"gpu": 10.0, "cpu": 2.5}
-KIND_SHARES = {"stencil": 0.36, "map": 0.12, "zip": 0.08, "reduce": 0.1, "mapreduce": 0.08,
-               "scan": 0.1, "allpairs": 0.16}
+KIND_SHARES = {"stencil": 0.44, "map": 0.12, "zip": 0.06, "reduce": 0.1, "mapreduce": 0.06,
+               "scan": 0.08, "allpairs": 0.14}
+BORDERS = ("nearest", "wrap", "constant", "reflect")   # a stencil's border changes its index
+                                                        # arithmetic, and so its best point
 SIZES = {  # (2-D side, 1-D length, all-pairs rows) per device kind, two each
     "gpu": ((1024, 4096), (1 << 20, 1 << 24), (1024, 2048)),
     "cpu": ((512, 1024), (1 << 18, 1 << 21), (256, 512)),
@@ -84,8 +88,9 @@ def _cases(kind: str, i: int, rng: np.random.Generator, s2, s1, sap) -> list[syn
         area = (shape4[0] + shape4[1] + 1) * (shape4[2] + shape4[3] + 1)
         cplx = bool(i % 2) and area <= 49      # a complex 21x21 body compiles for minutes
         dt = "float32" if i % 4 != 3 else str(rng.choice(("int32", "float64")))
+        border = BORDERS[(i // 2) % len(BORDERS)]
         return [synthetic.stencil_case(shape4, complex_body=cplx, dtype=dt, size=(n, n),
-                                       seed=i) for n in s2]
+                                       border=border, seed=i) for n in s2]
     if kind == "map":
         inten, calls = int(rng.integers(0, 24)), int(rng.integers(0, 4))
         dt = "float32" if i % 3 else str(rng.choice(("float32", "float64")))
@@ -144,16 +149,22 @@ def run(kit: synthetic.Toolkit, device: Any, *, minutes: float | None = None, se
     # every program at its first size, then at its second (built already: cheap)
     order = [p.cases[i] for i in range(max(len(p.cases) for p in progs)) for p in progs
              if i < len(p.cases)]
-    for limit in ROUND_LIMITS:
+    t_sweep = deadline - t0
+    for r, limit in enumerate(ROUND_LIMITS):
         if time.perf_counter() > deadline:
             break
         rep.rounds += 1
         t_round, before = time.perf_counter(), rep.measured
-        for case in order:
-            if time.perf_counter() > deadline:
+        # each round may use its share of the sweep time, split evenly over the scenarios
+        # left in it (what one leaves, the next may use): a program whose points compile
+        # slowly gets fewer points rather than the others' time
+        round_end = min(deadline, t0 + t_sweep * ROUND_SHARES[min(r, len(ROUND_SHARES) - 1)])
+        left = [c for c in order if c.name not in done]
+        for i, case in enumerate(left):
+            now = time.perf_counter()
+            if now > deadline:
                 break
-            if case.name in done:
-                continue
+            case_end = now + max(round_end - now, 0.0) / (len(left) - i)
             call = calls.get(case.name, False)
             if call is False:
                 call = calls[case.name] = _capture(kit, case, rep)
@@ -161,7 +172,7 @@ def run(kit: synthetic.Toolkit, device: Any, *, minutes: float | None = None, se
                 done.add(case.name)
                 continue
             try:
-                res = sweep(call, limit=limit, deadline=deadline, order="sample")
+                res = sweep(call, limit=limit, deadline=min(case_end, deadline), order="sample")
             except Exception as exc:  # noqa: BLE001 - report the program and go on
                 rep.failed.append((case.name, f"{type(exc).__name__}: {str(exc)[:200]}"))
                 done.add(case.name)

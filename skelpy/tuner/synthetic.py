@@ -167,6 +167,8 @@ def stencil_case(shape4: Sequence[int], *, complex_body: bool, dtype: str,
                  size: tuple[int, int], border: str = "nearest", seed: int = 0) -> Case:
     n, s, e, w = (int(v) for v in shape4)
     tag = f"stencil_{n}_{s}_{e}_{w}_{'complex' if complex_body else 'simple'}_{dtype}"
+    if border != "nearest":
+        tag += f"_{border}"
     src = stencil_source(n, s, e, w, complex_body=complex_body, dtype=dtype, name="muscle")
 
     def make(kit: Toolkit):
