@@ -1145,6 +1145,17 @@ def main(argv=None) -> int:
                     "(default 3 on a GPU, 30 on a CPU) and write data-<device>.npz, its "
                     "training data to ship")
     args = ap.parse_args(argv)
+    if args.new_device and not os.environ.get("SKELPY_FRESH_MACHINE"):
+        # a new machine has compiled nothing: run again with the OpenCL compilers' on-disk
+        # caches off (pyopencl's binaries, PoCL's kernels, NVIDIA's compute cache), set
+        # before any OpenCL platform loads
+        env = dict(os.environ, SKELPY_FRESH_MACHINE="1", PYOPENCL_NO_CACHE="1",
+                   POCL_KERNEL_CACHE="0", CUDA_CACHE_DISABLE="1")
+        import subprocess
+
+        return subprocess.call([sys.executable, "-m", "benchmarks.tuner_eval",
+                                *(sys.argv[1:] if argv is None else argv)], env=env,
+                               cwd=Path(__file__).resolve().parent.parent)
     if args.collect:
         from benchmarks import tuner_transfer
 

@@ -1,6 +1,7 @@
 """Models across devices: a device never measured starts from what others taught, and its own
-measurements take over as they come ([BAT 2023] carried tuned points across GPUs, MTL-TLP
-transferred across hardware with a little of the target's data; see docs/references.md).
+measurements take over as they come (issue 18's anchors: the BAT study carried tuned points
+from one GPU to another, MTL-TLP transferred models across hardware with a little of the
+target's data).
 
 The features of a scenario include the device's queries (``Device.features``: compute units,
 work-group and local-memory limits, cache, vector width, ...), so one forest trained on the
