@@ -636,6 +636,15 @@ def new_machine_section(results: Path | None) -> list[str]:
     return L
 
 
+def _device_choice(results: Path, md_dir: Path) -> str:
+    """The section of ``benchmarks/device_choice.py``'s results (written by that script)."""
+    try:
+        from benchmarks import device_choice
+    except ImportError:                       # run as a script from benchmarks/
+        import device_choice
+    return device_choice.markdown(results, md_dir)
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
     """Write the markdown (and charts); returns its path."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -675,7 +684,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
         except ImportError:
             print("(no charts: matplotlib is missing; pip install 'skelpy[plot]')",
                   file=sys.stderr)
-    md.write_text(render(docs, charts, combined, results))
+    md.write_text(render(docs, charts, combined, results) + _device_choice(results, md.parent))
     print(f"wrote {md} ({len(docs)} device(s)"
           + (f", {sum(len(c) for c in charts.values()) + bool(combined)} charts" if charts
              else "") + ")")

@@ -43,9 +43,9 @@ def main(argv: list[str]) -> int:
     part = ["?"]
     original = runtime.Runtime.build
 
-    def recording_build(self, source, options=()):
+    def recording_build(self, source, options=(), **kw):
         builds.append((part[0], source, tuple(options)))
-        return original(self, source, options)
+        return original(self, source, options, **kw)
 
     runtime.Runtime.build = recording_build
 

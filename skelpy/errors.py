@@ -53,7 +53,13 @@ class DeviceError(SkelpyError):
 
 
 class ParameterError(SkelpyError, ValueError):
-    """Launch parameters that are malformed or illegal for this device and kernel."""
+    """Launch parameters (or ``iterations``) that are malformed, over a documented maximum,
+    or illegal for this device and kernel; the message names the limit."""
+
+
+class CallError(SkelpyError, TypeError):
+    """A skeleton called with arguments its signature does not take (too many, too few, an
+    unknown keyword)."""
 
 
 class RefusedParameters(LaunchError):

@@ -1,10 +1,15 @@
 """Devices, the one context and profiling queue, the program cache, launches and timing.
 
-One :class:`Runtime` exists per chosen device. Programs are cached in memory by
-(source, options) and, beneath that, on disk by pyopencl's own binary cache; kernel objects are
-fetched once per program because looking them up on every launch is slow (pyopencl#830).
-Every launch goes through :meth:`Runtime.launch`, which turns parameter-caused refusals into
-:class:`~skelpy.errors.RefusedParameters` so that the tuner can fall back.
+One :class:`Runtime` exists per chosen device. Programs are cached in memory by (source,
+options) in a :class:`~skelpy.programs.ProgramCache`, an LRU bounded by count and bytes whose
+entries also go when the last plan that used them is dropped; beneath that, pyopencl caches
+binaries on disk. Kernel objects are created once per program because looking them up on every
+launch is slow (pyopencl#830). Every allocation goes through :meth:`Runtime.allocate`, which
+refuses a buffer over the device's maximum before asking OpenCL, and every launch through
+:meth:`Runtime.launch`, which turns parameter-caused refusals (including local memory over the
+device's limit, which PoCL answers by aborting) into :class:`~skelpy.errors.RefusedParameters`
+so that the tuner can fall back. Every other OpenCL error comes out as a
+:class:`~skelpy.errors.SkelpyError` subclass.
 """
 
 from __future__ import annotations
@@ -13,18 +18,18 @@ import hashlib
 import os
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 
-from .errors import BuildError, DeviceError, LaunchError, RefusedParameters
-
-KERNEL_DIR = Path(__file__).parent / "kernels"
+from .errors import BuildError, DeviceError, LaunchError, RefusedParameters, ShapeError
+from .programs import ProgramCache
 
 # Launch failures that mean "these launch parameters are not acceptable here" (seed 002 calls
 # them refused parameters): retrying with other parameters can succeed.
@@ -82,6 +87,11 @@ class Device:
     @cached_property
     def local_mem_size(self) -> int:
         return int(self.cl_device.local_mem_size)
+
+    @cached_property
+    def max_alloc_size(self) -> int:
+        """The largest buffer the device allocates (CL_DEVICE_MAX_MEM_ALLOC_SIZE)."""
+        return int(self.cl_device.max_mem_alloc_size)
 
     @cached_property
     def compute_units(self) -> int:
@@ -205,6 +215,7 @@ class Launch:
     events: list = field(default_factory=list)
     refused: list = field(default_factory=list)
     source: str = "default"
+    choice: Any = None      # in auto mode: the cost model's DeviceChoice (device, why, error)
 
     @property
     def kernel_time(self) -> float:
@@ -212,13 +223,40 @@ class Launch:
         return sum(event_seconds(e) for e in self.events)
 
     def __repr__(self) -> str:
+        where = "" if self.choice is None else f", device={self.choice.device!r}"
         return (f"Launch({self.skeleton}, params={self.params}, global={self.global_size}, "
-                f"local={self.local_size}, source={self.source!r})")
+                f"local={self.local_size}, source={self.source!r}{where})")
 
 
 def event_seconds(event: cl.Event) -> float:
     event.wait()
     return (event.profile.end - event.profile.start) * 1e-9
+
+
+class _QuietBuilds:
+    """``warnings.catch_warnings`` (ignore) around builds that may overlap in threads: it
+    changes process-wide state and must not overlap itself, so the first build to start
+    enters one scope and the last to finish leaves it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._scope: warnings.catch_warnings | None = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._count == 0:
+                self._scope = warnings.catch_warnings()
+                self._scope.__enter__()
+                warnings.simplefilter("ignore")
+            self._count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._count -= 1
+            if self._count == 0 and self._scope is not None:
+                self._scope.__exit__(None, None, None)
+                self._scope = None
 
 
 class Runtime:
@@ -233,19 +271,34 @@ class Runtime:
         except cl.Error as exc:
             raise DeviceError(f"cannot open {device.name}: {exc}") from exc
         self.allocator = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
-        self._programs: dict[tuple[str, str], cl.Program] = {}
-        self._kernels: dict[tuple[int, str], cl.Kernel] = {}
-        # per kernel, what its arguments were last set to (see _set_args)
-        self._kernel_args: dict[cl.Kernel, list] = {}
+        self._local_limit = device.local_mem_size
+        self.programs = ProgramCache()
+        # program -> {kernel name: kernel}; an entry goes with its program
+        self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        # one lock per program being built (see build); the warnings filter of overlapping
+        # builds is set once for all of them (_QuietBuilds)
         self._building: dict[tuple[str, str], threading.Lock] = {}
+        self._quiet = _QuietBuilds()
+        # Kernel arguments are state of the kernel object: setting them and enqueueing must
+        # not interleave between threads that launch the same kernel.
+        self._launch_lock = threading.Lock()
         self.stats = TransferStats()
         # Tests set this to make the runtime refuse chosen launches (fault injection).
         self.refuse_hook: Callable[[str, dict, tuple, tuple | None], bool] | None = None
 
     # -- memory ----------------------------------------------------------------------------
-    def allocate(self, nbytes: int):
-        return self.allocator.allocate(max(int(nbytes), 1))
+    def allocate(self, nbytes: int, what: str = "a buffer"):
+        """A device buffer of ``nbytes``; a size over the device's maximum allocation is a
+        :class:`~skelpy.errors.ShapeError` raised before OpenCL is asked."""
+        nbytes = int(nbytes)
+        if nbytes > self.device.max_alloc_size:
+            check_allocation(self.device, nbytes, what)
+        try:
+            return self.allocator.allocate(max(nbytes, 1))
+        except cl.Error as exc:
+            raise DeviceError(f"{self.device.name} could not allocate {what} of "
+                              f"{_size(nbytes)}: {exc}") from None
 
     def upload(self, buffer, host: np.ndarray, wait: bool = False) -> cl.Event:
         self.stats.uploads += 1
@@ -258,79 +311,129 @@ class Runtime:
         cl.enqueue_copy(self.queue, host, buffer, is_blocking=True)
 
     # -- programs --------------------------------------------------------------------------
-    def build(self, source: str, options: Sequence[str] = ()) -> cl.Program:
+    def build(self, source: str, options: Sequence[str] = (), *, origin: str = "",
+              owner: object | None = None) -> cl.Program:
+        """The program for (source, options), from the cache or built now. ``origin`` (the
+        skeleton and its muscle's file and line) starts any BuildError's message; ``owner``
+        (a plan) keeps the entry while it lives (see :class:`ProgramCache`)."""
         opts = " ".join(options)
         key = (source, opts)
-        prg = self._programs.get(key)
+        prg = self.programs.get(key, owner)
         if prg is not None:
             return prg
-        with self._lock:                 # one build per key; different keys build at once
+        # One build per program: a second thread asking for the same one waits for it and
+        # finds it cached (its lock goes only once the program is in the cache); different
+        # programs build at once (a sweep builds a chunk of points ahead, in threads on a GPU).
+        with self._lock:
             lock = self._building.setdefault(key, threading.Lock())
         with lock:
-            prg = self._programs.get(key)
-            if prg is not None:
-                return prg
-            self.stats.builds += 1
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # pyopencl's "build succeeded with log"
-                    prg = cl.Program(self.context, source).build(
-                        options=list(options))
-            except cl.RuntimeError as exc:
-                log = str(exc)
-                raise BuildError(f"the OpenCL compiler for {self.device.name} rejected the "
-                                 "generated kernel", source=source, log=log,
-                                 options=opts) from None
-            self._programs[key] = prg
-        with self._lock:
-            self._building.pop(key, None)
+                prg = self.programs.get(key, owner)
+                if prg is not None:
+                    return prg
+                with self._lock:
+                    self.stats.builds += 1
+                try:
+                    with self._quiet:              # pyopencl's "build succeeded with log"
+                        prg = cl.Program(self.context, source).build(options=list(options))
+                except cl.Error as exc:
+                    where = f"{origin}: " if origin else ""
+                    raise BuildError(f"{where}the OpenCL compiler for {self.device.name} "
+                                     "rejected the generated kernel", source=source,
+                                     log=str(exc), options=opts) from None
+                self.programs.put(key, prg, len(source) + _binary_bytes(prg), owner)
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
         return prg
 
-    def kernel(self, program: cl.Program, name: str) -> cl.Kernel:
-        key = (id(program), name)
-        k = self._kernels.get(key)
-        if k is None:
-            k = self._kernels[key] = getattr(program, name)
+    def kernel(self, program: cl.Program, name: str, *, origin: str = "") -> cl.Kernel:
+        """The kernel ``name`` of ``program`` (one object per program and name)."""
+        with self._lock:
+            kernels = self._kernels.get(program)
+            if kernels is None:
+                kernels = self._kernels[program] = {}
+            k = kernels.get(name)
+            if k is None:
+                try:
+                    k = kernels[name] = cl.Kernel(program, name)
+                except cl.Error as exc:
+                    where = f"{origin}: " if origin else ""
+                    raise BuildError(
+                        f"{where}the OpenCL runtime of {self.device.name} could not create "
+                        f"kernel {name!r} from the built program ({exc}); a muscle's source "
+                        "must not redefine or hide skelpy's kernels",
+                        source=_program_source(program), log=str(exc)) from None
         return k
 
     def kernel_max_work_group_size(self, kernel: cl.Kernel) -> int:
         return int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
                                               self.device.cl_device))
 
+    def kernel_local_mem_size(self, kernel: cl.Kernel) -> int:
+        """Bytes of local memory the kernel declares itself (its ``__local`` arrays)."""
+        size = getattr(kernel, "_skelpy_local", None)
+        if size is None:
+            try:
+                size = int(kernel.get_work_group_info(
+                    cl.kernel_work_group_info.LOCAL_MEM_SIZE, self.device.cl_device))
+            except cl.Error:
+                size = 0
+            kernel._skelpy_local = size
+        return size
+
     # -- launching -------------------------------------------------------------------------
     def launch(self, kernel: cl.Kernel, global_size: tuple[int, ...],
                local_size: tuple[int, ...] | None, args: Sequence, *, params: dict,
-               skeleton: str = "") -> cl.Event:
-        """Enqueue ``kernel``; a parameter-caused failure raises RefusedParameters."""
+               skeleton: str = "", origin: str = "") -> cl.Event:
+        """Enqueue ``kernel``; a parameter-caused failure raises RefusedParameters, any other
+        a LaunchError. ``skeleton`` is the skeleton's kind (the refuse hook sees it),
+        ``origin`` its muscle's file and line (messages name it)."""
+        who = origin or skeleton
         hook = self.refuse_hook
         if hook is not None and hook(skeleton, params, global_size, local_size):
-            raise RefusedParameters(f"{skeleton}: launch with {params} refused (injected)",
+            raise RefusedParameters(f"{who}: launch with {params} refused (injected)",
                                     params=params, code=int(cl.status_code.OUT_OF_RESOURCES))
         try:
-            self._set_args(kernel, args)
-            event = cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+            with self._launch_lock:
+                local = self._set_args(kernel, args)
+                static = getattr(kernel, "_skelpy_local", None)
+                local += self.kernel_local_mem_size(kernel) if static is None else static
+                if local > self._local_limit:
+                    self._refuse_local_memory(kernel, local, params, who)
+                event = cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
         except cl.Error as exc:
-            self._kernel_args.pop(kernel, None)
+            kernel._skelpy_args = None
             code = _error_code(exc)
             if code in REFUSAL_CODES:
                 raise RefusedParameters(
-                    f"{skeleton}: the OpenCL runtime refused launch parameters {params} "
+                    f"{who}: the OpenCL runtime refused launch parameters {params} "
                     f"(global {global_size}, local {local_size}): {exc}",
                     params=params, code=code) from None
-            raise LaunchError(f"{skeleton}: kernel launch failed: {exc}") from None
+            raise LaunchError(f"{who}: kernel launch failed: {exc}") from None
         self.stats.launches += 1
         return event
 
-    def _set_args(self, kernel: cl.Kernel, args: Sequence) -> None:
-        """Set only the arguments that changed since this kernel's last launch.
+    def _refuse_local_memory(self, kernel, need: int, params: dict, who: str) -> None:
+        kernel._skelpy_args = None
+        raise RefusedParameters(
+            f"{who}: launch parameters {params} need {need} bytes of local memory per "
+            f"work-group; {self.device.name} has {self._local_limit}",
+            params=params, code=int(cl.status_code.OUT_OF_RESOURCES))
+
+    def _set_args(self, kernel: cl.Kernel, args: Sequence) -> int:
+        """Set only the arguments that changed since this kernel's last launch; returns the
+        bytes of local memory the arguments ask for.
 
         Kernel arguments persist in OpenCL, and a repeated call usually differs in its output
         buffer alone. Setting a NumPy scalar through pyopencl's generic path costs ~9 us;
         its packed bytes go in through ``_set_arg_buf`` in ~0.4 us. Buffers compare by their
-        cl_mem handle (pool blocks are reused, so the handle often repeats)."""
-        last = self._kernel_args.get(kernel)
+        cl_mem handle (pool blocks are reused, so the handle often repeats). The last values
+        live on the kernel object, so they go when the kernel goes."""
+        last = getattr(kernel, "_skelpy_args", None)
         if last is None or len(last) != len(args):
-            last = self._kernel_args[kernel] = [None] * len(args)
+            last = kernel._skelpy_args = [None] * len(args)
+        local = 0
         try:
             for i, a in enumerate(args):
                 if isinstance(a, np.generic):
@@ -344,11 +447,14 @@ class Runtime:
                         kernel.set_arg(i, a)
                         last[i] = key
                 else:
+                    if isinstance(a, cl.LocalMemory):
+                        local += a.size
                     last[i] = None
                     kernel.set_arg(i, a)
         except BaseException:
-            self._kernel_args.pop(kernel, None)
+            kernel._skelpy_args = None
             raise
+        return local
 
     def finish(self) -> None:
         self.queue.finish()
@@ -377,23 +483,77 @@ class Runtime:
             else:
                 cl.enqueue_copy(self.queue, host, buffer, src_offset=offset, is_blocking=True)
             return
-        width = host.shape[-1] * host.itemsize
         rows = host.shape[-2]
-        if len(pitches) == 1:               # rows of one rectangle: origin (byte, row)
+        if len(pitches) == 1:               # rows of one rectangle
             planes, row_pitch, slice_pitch = 1, pitches[0], 0
-            z, (y, x) = 0, divmod(offset, row_pitch)
-        else:                               # planes of rows: origin (byte, row, plane)
+        else:                               # planes of rows
             planes, (slice_pitch, row_pitch) = host.shape[-3], pitches
+        grid = host.reshape(planes, rows, host.shape[-1])
+        # NVIDIA checks a rectangle as if its last row (and plane) spanned a whole pitch, so
+        # a grid that ends near the buffer's end is refused (INVALID_VALUE) although OpenCL
+        # allows it: the last plane and the last row of the last plane go separately.
+        if planes > 1:
+            self._copy_rect(grid[:-1], buffer, offset, row_pitch, slice_pitch, to_device)
+        last = offset + (planes - 1) * slice_pitch
+        if rows > 1:
+            self._copy_rect(grid[-1:, :-1], buffer, last, row_pitch, 0, to_device)
+        tail = grid[-1, -1]
+        tail_offset = last + (rows - 1) * row_pitch
+        if to_device:
+            cl.enqueue_copy(self.queue, buffer, tail, dst_offset=tail_offset, is_blocking=True)
+        else:
+            cl.enqueue_copy(self.queue, tail, buffer, src_offset=tail_offset, is_blocking=True)
+
+    def _copy_rect(self, grid: np.ndarray, buffer, offset: int, row_pitch: int,
+                   slice_pitch: int, to_device: bool) -> None:
+        """One rectangular copy of ``grid`` (planes, rows, items), a C-contiguous view."""
+        planes, rows, items = grid.shape
+        width = items * grid.itemsize
+        if planes > 1:
             z, rest = divmod(offset, slice_pitch)
-            y, x = divmod(rest, row_pitch)
+        else:
+            z, rest, slice_pitch = 0, offset, 0
+        y, x = divmod(rest, row_pitch)
         rect = {"buffer_origin": (x, y, z), "host_origin": (0, 0, 0),
                 "region": (width, rows, planes), "buffer_pitches": (row_pitch, slice_pitch),
                 "host_pitches": (width, width * rows if planes > 1 else 0),
                 "is_blocking": True}
         if to_device:
-            cl.enqueue_copy(self.queue, buffer, host, **rect)
+            cl.enqueue_copy(self.queue, buffer, grid, **rect)
         else:
-            cl.enqueue_copy(self.queue, host, buffer, **rect)
+            cl.enqueue_copy(self.queue, grid, buffer, **rect)
+
+
+def check_allocation(device: Device, nbytes: int, what: str = "a buffer",
+                     origin: str = "") -> None:
+    """Raise :class:`~skelpy.errors.ShapeError` when ``nbytes`` is more than ``device``
+    allocates in one buffer; skeletons call it with their origin before allocating."""
+    limit = device.max_alloc_size
+    if nbytes > limit:
+        where = f"{origin}: " if origin else ""
+        raise ShapeError(f"{where}{what} needs {_size(nbytes)}, more than the "
+                         f"{_size(limit)} {device.name} allocates in one buffer "
+                         "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)")
+
+
+def _size(nbytes: int) -> str:
+    if nbytes < 1 << 20:
+        return f"{nbytes} bytes"
+    return f"{nbytes} bytes ({nbytes / (1 << 30):.2f} GiB)"
+
+
+def _binary_bytes(program: cl.Program) -> int:
+    try:
+        return int(sum(program.binary_sizes))
+    except (cl.Error, TypeError):
+        return 0
+
+
+def _program_source(program: cl.Program) -> str:
+    try:
+        return str(program.get_info(cl.program_info.SOURCE))
+    except cl.Error:
+        return ""
 
 
 def _error_code(exc: cl.Error) -> int | None:
@@ -408,43 +568,82 @@ def _error_code(exc: cl.Error) -> int | None:
 
 _current: Runtime | None = None
 _current_lock = threading.Lock()
+_runtimes: dict[Device, Runtime] = {}
+_auto = False
+_auto_list: list[Runtime] | None = None
+
+
+def select(spec) -> Device:
+    """The device ``spec`` names (as :func:`use` reads it), without choosing it."""
+    return _select(spec, devices())
+
+
+def runtime_of(device: Device) -> Runtime:
+    """The one runtime of ``device`` in this process (opened on first use)."""
+    rt = _runtimes.get(device)
+    if rt is None:
+        with _current_lock:
+            rt = _runtimes.get(device)
+            if rt is None:
+                rt = _runtimes[device] = Runtime(device)
+    return rt
 
 
 def use(device=None) -> Device:
     """Choose the device for all later skeleton calls: a :class:`Device`, an index into
-    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name."""
-    global _current
+    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name.
+    ``"auto"``: each call runs on the device with the lowest predicted time for it
+    (``skelpy.costmodel``), among all devices or, with ``"auto:gpu,cpu"``, among those
+    named; returns the first candidate."""
+    global _current, _auto, _auto_list
+    if isinstance(device, str) and device.strip().lower().split(":", 1)[0] == "auto":
+        found = devices()
+        named = [_select(x.strip(), found) for x in device.partition(":")[2].split(",")
+                 if x.strip()]
+        rts = [runtime_of(d) for d in dict.fromkeys(named or found)]
+        with _current_lock:
+            _auto, _current, _auto_list = True, None, rts
+        return _select(None, [r.device for r in rts])
     chosen = _select(device, devices())
+    rt = runtime_of(chosen)
     with _current_lock:
-        if _current is None or _current.device != chosen:
-            _current = Runtime(chosen)
+        _auto, _current = False, rt
     return chosen
 
 
 def current() -> Runtime:
-    """The runtime of the chosen device, opening the default one on first use."""
+    """The runtime of the chosen device, opening the default one on first use (in auto
+    mode, the default device's: calls choose their own through ``skelpy.costmodel``)."""
     rt = _current
     if rt is not None:
         return rt
-    use(os.environ.get("SKELPY_DEVICE") or None)
-    assert _current is not None
+    if not _auto:
+        use(os.environ.get("SKELPY_DEVICE") or None)
+        if _current is not None:
+            return _current
+    return auto_runtimes()[0]
+
+
+def fixed() -> Runtime | None:
+    """The runtime every call uses, None in auto mode (and before the first call)."""
     return _current
+
+
+def auto() -> bool:
+    """Whether each call chooses its device (``sk.use("auto")``, ``SKELPY_DEVICE=auto``)."""
+    if _current is None and not _auto:
+        env = (os.environ.get("SKELPY_DEVICE") or "").strip()
+        if env.lower().split(":", 1)[0] == "auto":
+            use(env)
+    return _auto
+
+
+def auto_runtimes() -> list[Runtime]:
+    """The candidates of a call in auto mode (``use("auto:...")``; all devices, GPUs
+    first, by default)."""
+    return _auto_list or [runtime_of(d) for d in devices()]
 
 
 def current_device() -> Device:
     return current().device
 
-
-def read_kernel(name: str) -> str:
-    """The text of ``skelpy/kernels/<name>``."""
-    return _kernel_text(name)
-
-
-_kernel_texts: dict[str, str] = {}
-
-
-def _kernel_text(name: str) -> str:
-    text = _kernel_texts.get(name)
-    if text is None:
-        text = _kernel_texts[name] = (KERNEL_DIR / name).read_text()
-    return text

@@ -11,8 +11,8 @@ import pytest
 
 import skelpy as sk
 from skelpy import runtime
+from skelpy.skeletons.fold_common import one_launch_ok
 from skelpy.skeletons.fold_muscle import muscle_is_commutative
-from skelpy.skeletons.reduce import one_launch_ok
 
 DTYPES = [np.int32, np.int64, np.float32, np.float64]
 SIZES = [1, 2, 255, 256, 257, 4099, 2**20]

@@ -14,7 +14,7 @@ from test_tuner_support import cache_dir  # noqa: F401
 
 import skelpy as sk
 from skelpy import tuner
-from skelpy.skeletons import stencil as stencil_module
+from skelpy.skeletons import stencil_plan
 
 LOG5 = np.array([[0, 0, 1, 0, 0], [0, 1, 2, 1, 0], [1, 2, -16, 2, 1], [0, 1, 2, 1, 0],
                  [0, 0, 1, 0, 0]], np.float32)
@@ -83,7 +83,7 @@ def test_the_5x5_log_is_light_on_a_gpu_and_heavy_on_a_cpu(kind):
     log = _features(log5, 2)
     g11 = _features(make_gaussian(5), 5)
     g5 = _features(make_gaussian(2), 2)
-    point = stencil_module._default_point
+    point = stencil_plan.default_point
     if kind == "gpu":
         assert point(dev, log) == GPU_LIGHT
         assert point(dev, g5) == GPU_LIGHT              # 26 reads: the tile lost on an H200

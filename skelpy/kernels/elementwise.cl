@@ -7,7 +7,8 @@
  *   SKP_VW        elements per chunk: vector loads/stores of that width (1 = scalar)
  *
  * The generated header (skeletons/elementwise.py) supplies:
- *   SKP_PARAMS            the kernel parameters after `out` and `n`
+ *   SKP_PARAMS_DECL       the kernel parameters after `out` and `n` (with a leading comma)
+ *   SKP_PARAMS_PASS       their names, to pass them on (with a leading comma)
  *   SKP_OUT_ST            storage type of the output
  *   SKP_ELEMENT(i)        the muscle applied to element i, reading every input at i
  *   SKP_VLOAD(j)          declarations loading chunk j of every vectorisable input (SKP_VW > 1)

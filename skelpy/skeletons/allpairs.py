@@ -34,30 +34,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import Container, IndexSpace, Matrix, as_container, empty_like_shape
+from ..containers import Container, IndexSpace, Matrix, empty_like_shape
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import DTypeError, RefusedParameters, ShapeError
 from ..muscle import Muscle
 from ..muscle.params import Accessor, Scalar
 from ..tuner.space import Param, ParamSpace
-from .base import (
-    ArrayArg,
-    Plan,
-    Skeleton,
+from .arguments import (
+    array_extra_dtypes,
     classify_extras,
     extra_kernel_args,
     extra_kernel_params,
-    feature_dict,
-    fp64_check,
-    source_key,
 )
+from .base import Skeleton, checked_signature
+from .fold_common import check_identity, device_options, identity_value, local_budget
 from .fold_muscle import arithmetic_kind
-from .reduce import check_identity, identity_value, local_budget, plan_kernel
+from .kernel_source import SourceBuilder
+from .limits import Legality, Rule, check_output, one_of
+from .plan import Plan, feature_dict
 
 __all__ = ["AllPairs", "row_accessor"]
 
@@ -67,6 +67,7 @@ T_VALUES = (1, 2, 4, 8, 16, 32, 64, 128)
 TK_VALUES = (1, 2, 4, 8, 16, 32)
 R_VALUES = (1, 2, 4, 8)
 MAX_FETCH = 32           # slice elements per work-item held in registers while prefetching
+MAX_BLOCK = 64           # outputs per work-item (rm x rn) held in registers
 
 
 def row_accessor(dtype, space: str = "global") -> Accessor:
@@ -76,6 +77,103 @@ def row_accessor(dtype, space: str = "global") -> Accessor:
     return Accessor(dtype, 1, (f"__{space} const {{stype}}* {{name}}", "long {name}_n"),
                     "(({ctype}){name}[{i0}])",
                     {"len": "{name}_n", "size": "{name}_n", "shape0": "{name}_n"}, kind="row")
+
+@dataclass(eq=False)
+class AllPairsPlan(Plan):
+    """AllPairs' kernel for one signature (A's and B's dtypes, extras)."""
+
+    generic: bool                     # the generic form (row accessors), not zip/reduce
+    itemsizes: tuple[int, int]        # bytes of one staged element of A and of B
+
+    def macros(self, point: Mapping) -> tuple[str, ...]:
+        names = ("tm", "tn", "rm", "rn", "local_rows") if self.generic else \
+            ("tm", "tn", "tk", "rm", "rn")
+        return tuple(f"-DSKP_{k.upper()}={int(point[k])}" for k in names)
+
+    def device_options(self, rt: _rt.Runtime) -> tuple[str, ...]:
+        return device_options(rt)
+
+    def local_bytes(self, point: Mapping) -> int:
+        """The staged slices of A and B (zip/reduce form). The generic form's staged rows
+        depend on the row length: each call checks them against the budget."""
+        if self.generic:
+            return 0
+        a_size, b_size = self.itemsizes
+        tm, tn, tk = int(point["tm"]), int(point["tn"]), int(point["tk"])
+        return tk * ((tm + 1) * a_size + (tn + 1) * b_size)
+
+    def make_space(self, rt: _rt.Runtime) -> tuple[ParamSpace, Legality]:
+        """Legal points: work-group within the device limits (per dimension too), slices
+        within the local-memory budget, and register blocks of at most MAX_BLOCK outputs."""
+        dev = rt.device
+        generic = self.generic
+        wmax = dev.max_work_group_size
+        wx, wy = dev.max_work_item_sizes[0], dev.max_work_item_sizes[1]
+        budget = local_budget(rt)
+        params = [Param("tm", T_VALUES, doc="rows of C per work-group"),
+                  Param("tn", T_VALUES, doc="columns of C per work-group")]
+        if not generic:
+            params.append(Param("tk", TK_VALUES, doc="depth of the staged slices of A and B"))
+        params += [Param("rm", R_VALUES, doc="rows of C per work-item"),
+                   Param("rn", R_VALUES, doc="columns of C per work-item")]
+        if generic:
+            params.append(Param("local_rows", (0, 1), numeric=False,
+                                doc="1: stage the rows in local memory (when they fit)"))
+
+        # PoCL (2.10) aborts the process (an assertion in its work-group region formation) or
+        # hangs when it compiles or runs skelpy_allpairs for some work-groups one work-item
+        # wide in x (e.g. tm=2, tn=4, tk=2, rm=1, rn=4); oclgrind runs those points correctly.
+        # They are never offered there.
+        narrow_ok = generic or "portable computing language" not in dev.platform.lower()
+
+        def lx(p) -> int:
+            return int(p["tn"]) // int(p["rn"])
+
+        def ly(p) -> int:
+            return int(p["tm"]) // int(p["rm"])
+
+        def fetch(p) -> int:
+            nt, tk = lx(p) * ly(p), int(p["tk"])
+            return -(-int(p["tm"]) * tk // nt) + -(-int(p["tn"]) * tk // nt)
+
+        rules = [
+            Rule(lambda p: int(p["tm"]) % int(p["rm"]) == 0,
+                 lambda p: f"tm={p['tm']} is not a multiple of rm={p['rm']} (a work-item "
+                           "computes rm of the work-group's tm rows)"),
+            Rule(lambda p: int(p["tn"]) % int(p["rn"]) == 0,
+                 lambda p: f"tn={p['tn']} is not a multiple of rn={p['rn']} (a work-item "
+                           "computes rn of the work-group's tn columns)"),
+            Rule(lambda p: int(p["rm"]) * int(p["rn"]) <= MAX_BLOCK,
+                 lambda p: f"rm x rn = {int(p['rm']) * int(p['rn'])} outputs per work-item "
+                           f"is over skelpy's register block maximum {MAX_BLOCK}"),
+            Rule(lambda p: lx(p) * ly(p) <= wmax,
+                 lambda p: f"the work-group (tn/rn) x (tm/rm) = {lx(p) * ly(p)} work-items is "
+                           f"over {dev.name}'s maximum {wmax}"),
+            Rule(lambda p: lx(p) <= wx and ly(p) <= wy,
+                 lambda p: f"the work-group {lx(p)} x {ly(p)} (tn/rn x tm/rm) is over "
+                           f"{dev.name}'s work-item sizes {wx} x {wy}"),
+            Rule(lambda p: lx(p) > 1 or narrow_ok,
+                 lambda p: "work-groups one work-item wide (tn = rn) are not offered on PoCL "
+                           "(it aborts or hangs on some)"),
+        ]
+        if generic:
+            rules.append(one_of("local_rows", (0, 1)))
+        else:
+            rules += [
+                Rule(lambda p: fetch(p) <= MAX_FETCH,
+                     lambda p: f"each work-item would prefetch {fetch(p)} slice elements into "
+                               f"registers, over {MAX_FETCH}"),
+                Rule(lambda p: self.local_bytes(p) <= budget,
+                     lambda p: f"the staged slices need {self.local_bytes(p)} bytes of local "
+                               f"memory; {dev.name} has {dev.local_mem_size} ({budget} after "
+                               "the implementation's reserve)"),
+            ]
+        legality = Legality(rules)
+        default = _default(rt, generic, max(self.itemsizes))
+        space = ParamSpace(params, default, legality)
+        if not space.is_legal(space.default):
+            space.default = space.nearest(space.default) or space.default
+        return space, legality
 
 
 class AllPairs(Skeleton):
@@ -106,32 +204,27 @@ class AllPairs(Skeleton):
             return f"AllPairs({self.muscle.origin})"
         return f"AllPairs(zip={self.zip_muscle.origin}, reduce={self.muscle.origin})"
 
+    @checked_signature
     def __call__(self, A, B, *extras, params: Mapping | None = None) -> Matrix:
         """C[i, j] for every row i of A and row j of B; stays on the device until read."""
-        a = self._as_matrix(A, "A")
-        b = self._as_matrix(B, "B")
-        (n, d), (m, d2) = a.shape, b.shape
-        if d != d2:
-            raise self._error(ShapeError, f"A {a.shape} and B {b.shape} must have the same "
-                              "number of columns (AllPairs pairs rows; for A @ B pass B.T)")
-        extras_desc, extras_val = classify_extras(extras, self.origin)
+        a, b, (n, m, d), plan, extras_desc, extras_val = self._signature(A, B, extras)
         forced = self._check_params_arg(params)
-        sig = (a.dtype, b.dtype, tuple(extras_desc))
-        rt = _rt.current()
-        plan = self._plans.get(sig)
-        if plan is None:
-            plan = self._plans[sig] = self._make_plan(a.dtype, b.dtype, extras_desc)
-        fp64_check(rt, plan.uses_fp64, self.origin)
+        dataset = _dataset(plan, n, m, d)
+        rt, choice = self._runtime_for(plan, dataset, [a, b], extras_val,
+                                       out_bytes=n * m * plan.out_dtype.itemsize)
+        plan.check_device(rt)
         acc = plan.out_dtype
+        check_output(self.origin, (n, m), acc, rt)
         if n == 0 or m == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None)
             return empty_like_shape((n, m), acc, rt)
-        fixed = [a.device_buffer(rt), b.device_buffer(rt), np.int64(n), np.int64(m),
-                 np.int64(d)]
-        if not self.generic:
-            fixed.append(identity_value(self.identity, acc, self.origin))
+        with self._naming_errors():
+            fixed = [a.device_buffer(rt), b.device_buffer(rt), np.int64(n), np.int64(m),
+                     np.int64(d)]
+            if not self.generic:
+                fixed.append(identity_value(self.identity, acc, self.origin))
+            tail = extra_kernel_args(extras_desc, extras_val, plan.muscle, 2, rt, self.origin)
         chunk = math.isqrt(d)      # elements per chunk of a blocked float fold (allpairs.cl)
-        tail = extra_kernel_args(extras_desc, extras_val, plan.typed, 2, rt)
         launched = {}
         budget = local_budget(rt)
 
@@ -152,17 +245,43 @@ class AllPairs(Skeleton):
                         code=int(cl.status_code.OUT_OF_RESOURCES))
                 args += [cl.LocalMemory(max(nbytes_a, 1)), cl.LocalMemory(max(nbytes_b, 1))]
             args += tail
-            k = plan_kernel(plan, rt, point, plan.kernel_name)
+            k = plan.kernel(rt, point)
             launched["g"], launched["l"] = gsize, (lx, ly)
-            ev = rt.launch(k, gsize, (lx, ly), args, params=point, skeleton=self.kind)
+            ev = rt.launch(k, gsize, (lx, ly), args, params=point, skeleton=self.kind,
+                           origin=self.origin)
             out.mark_device_written()
             return out, [ev]
 
-        dataset = {"n": float(n) * m, "rows": float(n), "cols": float(m), "depth": float(d),
-                   "dtype_size": float(acc.itemsize)}
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        self._chosen(choice, outcome.result)
         return outcome.result
+
+    @checked_signature
+    def source(self, A, B, *extras, params: Mapping | None = None) -> str:
+        """The OpenCL C program a call with these arguments builds (see Skeleton.source)."""
+        return super().source(A, B, *extras, params=params)
+
+    def _describe(self, args, **_options):
+        if len(args) < 2:
+            raise self._error(ShapeError, f"needs A and B, got {len(args)} argument(s)")
+        _a, _b, (n, m, d), plan, _descs, _vals = self._signature(args[0], args[1], args[2:])
+        return plan, _dataset(plan, n, m, d)
+
+    def _signature(self, A, B, extras):
+        """Classify a call: (A, B, (n, m, d), plan, extra kinds, extra values)."""
+        a = self._as_matrix(A, "A")
+        b = self._as_matrix(B, "B")
+        (n, d), (m, d2) = a.shape, b.shape
+        if d != d2:
+            raise self._error(ShapeError, f"A {a.shape} and B {b.shape} must have the same "
+                              "number of columns (AllPairs pairs rows; for A @ B pass B.T)")
+        extras_desc, extras_val = classify_extras(extras, self.origin)
+        sig = (a.dtype, b.dtype, tuple(extras_desc))
+        plan = self._plans.get(sig)
+        if plan is None:
+            plan = self._plans[sig] = self._make_plan(a.dtype, b.dtype, extras_desc)
+        return a, b, (n, m, d), plan, extras_desc, extras_val
 
     def _as_matrix(self, value, name: str) -> Container:
         if isinstance(value, (list, tuple)):
@@ -172,13 +291,13 @@ class AllPairs(Skeleton):
                               f"{type(value).__name__}")
         if isinstance(value, np.ndarray) and value.ndim == 2 and not value.flags.c_contiguous:
             value = np.ascontiguousarray(value)
-        c = as_container(value, f"{self.origin}: {name}")
+        c = self._container(value, name)
         if c.ndim != 2:
             raise self._error(ShapeError, f"{name} must be 2-D (rows x d), got shape {c.shape}")
         return c
 
     # -- plans ------------------------------------------------------------------------------
-    def _make_plan(self, a_dt: np.dtype, b_dt: np.dtype, extras_desc) -> Plan:
+    def _make_plan(self, a_dt: np.dtype, b_dt: np.dtype, extras_desc) -> AllPairsPlan:
         n_extra = len(extras_desc)
         expected = 2 + n_extra
         main = self.muscle if self.generic else self.zip_muscle
@@ -188,9 +307,6 @@ class AllPairs(Skeleton):
                               f" but this call supplies {expected} (2 from A and B and "
                               f"{n_extra} extra argument(s))")
         ex_kinds = [e.kind() for e in extras_desc]
-        uses_fp64 = (a_dt == np.float64 or b_dt == np.float64
-                     or any(isinstance(e, ArrayArg) and e.dtype == np.float64
-                            for e in extras_desc))
         common = [
             f"#define SKP_A_ST {storage_c_type(a_dt)}",
             f"#define SKP_B_ST {storage_c_type(b_dt)}",
@@ -216,11 +332,9 @@ class AllPairs(Skeleton):
                 f"#define SKP_F(a, b) (({c_type(acc)})skp_f_global((a), d, (b), d{tail}))",
                 "#endif",
             ]
+            typed = (tm_g, tm_l)
             muscles = tm_l.source + "\n" + tm_g.source
-            typed = tm_g
-            uses_fp64 = uses_fp64 or tm_g.uses_fp64 or tm_l.uses_fp64 or acc == np.float64
             features = feature_dict(tm_g)
-            macros = _generic_macros
         else:
             z = main.specialise([Scalar(a_dt), Scalar(b_dt), *ex_kinds], c_name="skp_zip")
             acc = check_dtype(self.out_dtype or z.out_dtype, self.origin)
@@ -239,34 +353,28 @@ class AllPairs(Skeleton):
             # Translated muscles ask for FP_CONTRACT OFF (operation by operation, as NumPy).
             # The fold's order differs from NumPy's anyway, and fusing the zip's multiply into
             # the reduce's add (one fma, as BLAS does) is both more accurate and 1.5x faster.
+            typed = (z, r)
             muscles = (z.source + "\n" + r.source).replace(_CONTRACT_OFF, _CONTRACT_ON)
-            typed = z
-            uses_fp64 = uses_fp64 or z.uses_fp64 or r.uses_fp64 or acc == np.float64
             features = feature_dict(z)
             for k, v in feature_dict(r).items():
                 features["reduce_" + k] = v
-            macros = _macros
-        pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if uses_fp64 else ""
-        source = (pragma + muscles + "\n/* generated by skelpy.skeletons.allpairs */\n"
-                  + "\n".join(header) + "\n" + _rt.read_kernel("allpairs.cl"))
+        source = (SourceBuilder("allpairs")
+                  .part(muscles, muscles=typed)
+                  .header(header)
+                  .file("allpairs.cl")
+                  .data(a_dt, b_dt, acc, *array_extra_dtypes(extras_desc))
+                  .build(("skelpy_allpairs_generic",) if self.generic
+                         else ("skelpy_allpairs",)))
         features.update({"generic": float(self.generic), "n_extras": float(n_extra)})
-        plan = Plan(source=source,
-                    kernel_name="skelpy_allpairs_generic" if self.generic else "skelpy_allpairs",
-                    kernel_key=source_key(source), out_dtype=acc, typed=typed,
-                    features=features, space_factory=None, macros=macros)
-        plan.uses_fp64 = uses_fp64
-        plan.itemsizes = (storage_dtype(a_dt).itemsize, storage_dtype(b_dt).itemsize)
-        plan.space_factory = lambda rt, plan=plan: _space(rt, plan, self.generic)
-        return plan
+        return AllPairsPlan(source=source, out_dtype=acc, muscles=typed, features=features,
+                            origin=self.origin, generic=self.generic,
+                            itemsizes=(storage_dtype(a_dt).itemsize,
+                                       storage_dtype(b_dt).itemsize))
 
 
-def _macros(point: Mapping) -> tuple[str, ...]:
-    return tuple(f"-DSKP_{k.upper()}={int(point[k])}" for k in ("tm", "tn", "tk", "rm", "rn"))
-
-
-def _generic_macros(point: Mapping) -> tuple[str, ...]:
-    return tuple(f"-DSKP_{k.upper()}={int(point[k])}"
-                 for k in ("tm", "tn", "rm", "rn", "local_rows"))
+def _dataset(plan: AllPairsPlan, n: int, m: int, d: int) -> dict:
+    return {"n": float(n) * m, "rows": float(n), "cols": float(m), "depth": float(d),
+            "dtype_size": float(plan.out_dtype.itemsize)}
 
 
 def _default(rt: _rt.Runtime, generic: bool, itemsize: int) -> dict:
@@ -282,49 +390,3 @@ def _default(rt: _rt.Runtime, generic: bool, itemsize: int) -> dict:
     if generic:
         p["local_rows"] = 0
     return p
-
-
-def _space(rt: _rt.Runtime, plan: Plan, generic: bool) -> ParamSpace:
-    """Legal points: work-group within the device limits (per dimension too), slices within
-    the local-memory budget, and register blocks of at most 64 outputs."""
-    dev = rt.device
-    wmax = dev.max_work_group_size
-    wx, wy = dev.max_work_item_sizes[0], dev.max_work_item_sizes[1]
-    budget = local_budget(rt)
-    a_size, b_size = plan.itemsizes
-    params = [Param("tm", T_VALUES, doc="rows of C per work-group"),
-              Param("tn", T_VALUES, doc="columns of C per work-group")]
-    if not generic:
-        params.append(Param("tk", TK_VALUES, doc="depth of the staged slices of A and B"))
-    params += [Param("rm", R_VALUES, doc="rows of C per work-item"),
-               Param("rn", R_VALUES, doc="columns of C per work-item")]
-    if generic:
-        params.append(Param("local_rows", (0, 1), numeric=False,
-                            doc="1: stage the rows in local memory (when they fit)"))
-
-    # PoCL (2.10) aborts the process (an assertion in its work-group region formation) or
-    # hangs when it compiles or runs skelpy_allpairs for some work-groups one work-item wide in
-    # x (e.g. tm=2, tn=4, tk=2, rm=1, rn=4); oclgrind runs those points correctly. They are
-    # never offered there.
-    narrow_ok = generic or "portable computing language" not in dev.platform.lower()
-
-    def legal(p) -> bool:
-        tm, tn, rm, rn = int(p["tm"]), int(p["tn"]), int(p["rm"]), int(p["rn"])
-        if tm % rm or tn % rn or rm * rn > 64:
-            return False
-        lx, ly = tn // rn, tm // rm
-        if lx * ly > wmax or lx > wx or ly > wy or (lx == 1 and not narrow_ok):
-            return False
-        if generic:
-            return p["local_rows"] in (0, 1)
-        tk = int(p["tk"])
-        nt = lx * ly
-        fetch = -(-tm * tk // nt) + -(-tn * tk // nt)
-        local = tk * ((tm + 1) * a_size + (tn + 1) * b_size)
-        return fetch <= MAX_FETCH and local <= budget
-
-    default = _default(rt, generic, max(a_size, b_size))
-    space = ParamSpace(params, default, legal)
-    if not space.is_legal(space.default):
-        space.default = space.nearest(space.default) or space.default
-    return space

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,38 +23,83 @@ from ..containers import (
     IndexVector,
     Matrix,
     Vector,
-    as_container,
     empty_like_shape,
 )
-from ..dtypes import c_type, storage_c_type
+from ..dtypes import storage_c_type
 from ..errors import DTypeError, ShapeError
-from ..muscle.params import IndexPoint, Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
-from .base import (
+from .arguments import (
     ArrayArg,
-    Plan,
-    Skeleton,
-    check_same_shape,
+    ContainerInput,
+    array_extra_dtypes,
     classify_extras,
     extra_kernel_args,
     extra_kernel_params,
-    feature_dict,
-    fp64_check,
+    input_kind,
+    input_muscle_kinds,
     scalar_converter,
-    source_key,
 )
+from .base import Skeleton, check_same_shape, checked_signature
+from .kernel_source import SourceBuilder
+from .limits import MAX_COARSEN, Legality, Rule, at_least, at_most, check_output, one_of
+from .plan import Plan, feature_dict
 
 COARSEN_VALUES = (1, 2, 4, 8, 16, 32)
 VW_VALUES = (1, 2, 4, 8, 16)
 DEFAULT_WG = 256
+_BASE_POINT = {"wg": 1, "coarsen": 1, "blocked": 0, "vw": 1}
+
+
+@dataclass(eq=False)
+class ElementwisePlan(Plan):
+    """Map/Zip's kernel for one signature (input kinds, extras, output dtype)."""
+
+    inputs: tuple                     # the input kinds (arguments.ContainerInput, ...)
+    n_muscle_inputs: int              # muscle parameters the inputs fill (extras follow)
+    vw_default: int                   # vector width of the default point
+
+    def macros(self, point: Mapping) -> tuple[str, ...]:
+        return (f"-DSKP_COARSEN={int(point['coarsen'])}",
+                f"-DSKP_BLOCKED={int(point['blocked'])}", f"-DSKP_VW={int(point['vw'])}")
+
+    def make_space(self, rt: _rt.Runtime) -> tuple[ParamSpace, Legality]:
+        """The legal launch points of this kernel on ``rt``'s device."""
+        dev = rt.device
+        kmax = rt.kernel_max_work_group_size(self.kernel(rt, dict(_BASE_POINT)))
+        wmax = min(dev.max_work_group_size, kmax, dev.max_work_item_sizes[0])
+        params = [
+            Param("wg", pow2_range(1, wmax), doc="work-group size"),
+            Param("coarsen", COARSEN_VALUES, doc="chunks per work-item"),
+            Param("blocked", (0, 1), numeric=False, doc="1: stride-1 (blocked) coarsening"),
+            Param("vw", VW_VALUES, doc="elements per vector load/store"),
+        ]
+        # wg=0 (only when forced) leaves the work-group size to the OpenCL runtime
+        rules = Legality([
+            at_least("wg", 0),
+            Rule(lambda p: int(p["wg"]) <= wmax,
+                 lambda p: f"work-group size wg={p['wg']} is over {wmax}, the most this kernel "
+                           f"takes on {dev.name} (device {dev.max_work_group_size}, compiled "
+                           f"kernel {kmax}, work-items {dev.max_work_item_sizes[0]})"),
+            one_of("blocked", (0, 1)),
+            at_least("coarsen", 1),
+            at_most("coarsen", MAX_COARSEN, "skelpy's maximum coarsening MAX_COARSEN",
+                    "the coarsening loop is unrolled: build time grows with it"),
+            one_of("vw", VW_VALUES),
+        ])
+        default = {"wg": min(DEFAULT_WG, wmax), "coarsen": 1, "blocked": 0,
+                   "vw": self.vw_default}
+        return ParamSpace(params, default, rules, extra_values_ok=("wg", "coarsen")), rules
 
 
 class _Elementwise(Skeleton):
     n_inputs = 1
     _fast = None       # the repeat-call launcher of the latest settled call (see _make_fast)
 
-    def __call__(self, *args, params: Mapping | None = None, out_dtype=None):
+    def __call__(self, *args, params: Mapping | None = None, out_dtype=None, **unknown):
         """Apply the muscle to every element; the result stays on the device."""
+        if unknown:
+            raise self._unexpected(unknown, "(*containers, *extras, params=None, "
+                                   "out_dtype=None)")
         if params is None and out_dtype is None:
             fast = self._fast
             if fast is not None:
@@ -62,26 +108,42 @@ class _Elementwise(Skeleton):
                     return out
         return self._call(args, params, out_dtype)
 
-    def _call(self, args, params, out_dtype):
+    @checked_signature
+    def source(self, *args, params: Mapping | None = None, out_dtype=None) -> str:
+        """The OpenCL C program a call with these arguments builds (see Skeleton.source)."""
+        return super().source(*args, params=params, out_dtype=out_dtype)
+
+    def _describe(self, args, out_dtype=None):
+        plan, _inputs, shape, _descs, _vals = self._signature(args, out_dtype)
+        return plan, _dataset(plan, shape)
+
+    def _signature(self, args, out_dtype):
+        """Classify a call's arguments: (plan, inputs, shape, extra kinds, extra values)."""
         n_in = self.n_inputs
         if len(args) < n_in:
             raise self._error(ShapeError, f"needs {n_in} input container(s), got {len(args)}")
         inputs = [self._as_input(a, k) for k, a in enumerate(args[:n_in])]
         shape = check_same_shape(self.origin, inputs)
         extras_desc, extras_val = classify_extras(args[n_in:], self.origin)
-        forced = self._check_params_arg(params)
-        odt = self.out_dtype if out_dtype is None else np.dtype(out_dtype)
-
-        in_desc = tuple(_input_desc(c) for c in inputs)
-        sig = (in_desc, tuple(extras_desc), odt)
-        rt = _rt.current()
+        odt = self.out_dtype if out_dtype is None else self._dtype_arg(out_dtype)
+        kinds = tuple(input_kind(c) for c in inputs)
+        sig = (kinds, tuple(extras_desc), odt)
         plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[sig] = self._make_plan(in_desc, extras_desc, odt)
-        fp64_check(rt, plan.uses_fp64, self.origin)
+            plan = self._plans[sig] = self._make_plan(kinds, extras_desc, odt)
+        return plan, inputs, shape, extras_desc, extras_val
 
+    def _call(self, args, params, out_dtype):
+        plan, inputs, shape, extras_desc, extras_val = self._signature(args, out_dtype)
+        forced = self._check_params_arg(params)
         n = math.prod(shape)
+        dataset = _dataset(plan, shape)
+        rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                       out_bytes=n * plan.out_dtype.itemsize)
+        plan.check_device(rt)
+
         out_shape = shape if len(shape) in (1, 2) else (n,)
+        check_output(self.origin, out_shape, plan.out_dtype, rt)
         out = empty_like_shape(out_shape, plan.out_dtype, rt)
         if n == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
@@ -89,43 +151,34 @@ class _Elementwise(Skeleton):
 
         # Read inputs first (uploads), so that a failure leaves nothing half-done.
         fixed = [out.device_buffer(rt), np.int64(n)]
-        for c in inputs:
-            if isinstance(c, Container):
-                fixed.append(c.device_buffer(rt))
-            elif isinstance(c, IndexMatrix):
-                fixed.append(np.int64(c.shape[1]))
-        fixed += extra_kernel_args(extras_desc, extras_val, plan.typed, plan.n_muscle_inputs,
-                                   rt)
+        with self._naming_errors():
+            for kind, c in zip(plan.inputs, inputs, strict=True):
+                fixed += kind.kernel_args(c, rt)
+            fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle,
+                                       plan.n_muscle_inputs, rt, self.origin)
         launched = {}
 
         def run(point):
-            wg, c, vw = int(point["wg"]), int(point["coarsen"]), int(point["vw"])
-            chunks = -(-n // vw)
-            if wg == 0:                    # the OpenCL runtime chooses (local_size=None)
-                gsize, lsize = -(-chunks // c), None
-            elif point["blocked"]:
-                items = -(-chunks // c)
-                gsize, lsize = -(-items // wg) * wg, (wg,)
-            else:
-                gsize, lsize = -(-chunks // (wg * c)) * wg, (wg,)
+            gsize, lsize = _geometry(point, n)
             kernel = plan.kernel(rt, point)
             launched["g"], launched["l"] = (gsize,), lsize
-            ev = rt.launch(kernel, (gsize,), lsize, fixed, params=point, skeleton=self.kind)
+            ev = rt.launch(kernel, (gsize,), lsize, fixed, params=point, skeleton=self.kind,
+                           origin=self.origin)
             out.mark_device_written()          # the tuner may read the result between runs
             return out, [ev]
 
-        dataset = {"n": float(n), "rows": float(shape[0]),
-                   "cols": float(shape[1] if len(shape) > 1 else 1),
-                   "dtype_size": float(plan.out_dtype.itemsize)}
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         out.mark_device_written()
         self._record(outcome, launched["g"], launched["l"])
-        if forced is None and out_dtype is None and outcome.ticket is not None:
+        self._chosen(choice, out)
+        if forced is None and out_dtype is None and outcome.ticket is not None \
+                and choice is None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
                                          launched["g"], launched["l"])
         return out
 
-    def _make_fast(self, args, plan: Plan, rt, shape, out_shape, n_arg, outcome, gsize, lsize):
+    def _make_fast(self, args, plan: ElementwisePlan, rt, shape, out_shape, n_arg, outcome,
+                   gsize, lsize):
         """A launcher for repeats of this call: same runtime, same argument types, dtypes
         and shapes, and a tuner decision that is still settled (``tuner.ticket_valid``).
 
@@ -147,7 +200,7 @@ class _Elementwise(Skeleton):
             if isinstance(v, Container):
                 specs.append((type(v), v.dtype, None, None))
             elif type(v) in (bool, int, float) or isinstance(v, np.generic):
-                conv = scalar_converter(v, plan.typed.scalar_dtypes,
+                conv = scalar_converter(v, plan.muscle.scalar_dtypes,
                                         plan.n_muscle_inputs + k, self.origin)
                 specs.append((type(v), None, None, conv))
             else:
@@ -161,7 +214,7 @@ class _Elementwise(Skeleton):
         ticket_valid = tuner.ticket_valid
 
         def fast(call_args):
-            if len(call_args) != nargs or _rt.current() is not rt or not ticket_valid(ticket):
+            if len(call_args) != nargs or _rt.fixed() is not rt or not ticket_valid(ticket):
                 return None
             argv = [None, n_arg]
             try:
@@ -197,138 +250,89 @@ class _Elementwise(Skeleton):
     # -- helpers ---------------------------------------------------------------------------
     def _as_input(self, value, k: int):
         if isinstance(value, (Container, IndexSpace)):
+            if isinstance(value, IndexSpace) and not isinstance(value, (IndexVector,
+                                                                        IndexMatrix)):
+                raise self._error(DTypeError, f"input {k + 1}: unsupported index space "
+                                  f"{value!r}")
             return value
         if isinstance(value, (list, tuple)):
             value = np.asarray(value)
         if isinstance(value, (bool, int, float, complex, np.generic)):
             raise self._error(DTypeError, f"input {k + 1} is a scalar; {type(self).__name__} "
                               "needs containers first, then extra arguments")
-        try:
-            return as_container(value, f"{self.origin}: input {k + 1}")
-        except (DTypeError, ShapeError) as exc:
-            raise type(exc)(str(exc)) from None
+        return self._container(value, f"input {k + 1}")
 
-    def _make_plan(self, in_desc, extras_desc, out_dtype) -> Plan:
-        kinds, call_in, decl_in, vload, call_v = [], [], [], [], []
-        n_muscle_inputs = 0
+    def _make_plan(self, inputs, extras_desc, out_dtype) -> ElementwisePlan:
+        kinds, n_muscle_inputs = input_muscle_kinds(inputs, extras_desc, self.muscle.n_params)
         n_extra = len(extras_desc)
-        index_matrix_two_args = False
-        for k, d in enumerate(in_desc):
-            if d[0] == "c":
-                dt = d[1]
-                kinds.append(Scalar(dt))
-                st = storage_c_type(dt)
-                decl_in.append(f"__global const {st}* restrict in{k}")
-                call_in.append(f"(({c_type(dt)})in{k}[i])")
-                vload.append(f"{st} va{k}[SKP_VW]; SKP_VSTOREN(SKP_VLOADN(j, in{k}), 0, va{k});")
-                call_v.append(f"(({c_type(dt)})va{k}[c])")
-                n_muscle_inputs += 1
-            elif d[0] == "iv":
-                kinds.append(Scalar(np.dtype(np.int64)))
-                call_in.append("((long)(i))")
-                call_v.append("((long)(i))")
-                n_muscle_inputs += 1
-            else:  # index matrix: (row, col) or one index point
-                decl_in.append("const long idx_cols")
-                index_matrix_two_args = self.muscle.n_params == 2 + n_extra
-                if index_matrix_two_args:
-                    kinds += [Scalar(np.dtype(np.int64)), Scalar(np.dtype(np.int64))]
-                    n_muscle_inputs += 2
-                else:
-                    kinds.append(IndexPoint())
-                    n_muscle_inputs += 1
-                rc = "((long)(i)) / idx_cols, ((long)(i)) % idx_cols"
-                call_in.append(rc)
-                call_v.append(rc)
-        kinds += [e.kind() for e in extras_desc]
-        expected = len(kinds)
-        if self.muscle.n_params != expected:
+        if self.muscle.n_params != len(kinds):
             raise self._error(
                 ShapeError,
                 f"the muscle takes {self.muscle.n_params} parameter(s) but this call supplies "
-                f"{expected} ({n_muscle_inputs} from the input container(s) and {n_extra} "
+                f"{len(kinds)} ({n_muscle_inputs} from the input container(s) and {n_extra} "
                 "extra argument(s))")
         tm = self.muscle.specialise(kinds, out_dtype=out_dtype, c_name="skp_muscle")
+        decl_in, call_in, vload, call_v = [], [], [], []
+        for k, inp in enumerate(inputs):
+            decl_in += inp.declarations(k)
+            call_in.append(inp.read(k, "i"))
+            load = inp.vector_load(k)
+            if load:
+                vload.append(load)
+            call_v.append(inp.vector_read(k, "i", "c"))
         decl_ex, call_ex = extra_kernel_params(extras_desc, tm, n_muscle_inputs)
         decls = decl_in + decl_ex
         names = [_decl_name(x) for x in decls]
-        header = [
-            "/* generated by skelpy.skeletons.elementwise */",
-            f"#define SKP_OUT_ST {storage_c_type(tm.out_dtype)}",
-            "#define SKP_PARAMS_DECL " + "".join(", " + x for x in decls),
-            "#define SKP_PARAMS_PASS " + "".join(", " + x for x in names),
-            "#define SKP_ELEMENT(i) skp_muscle(" + ", ".join(call_in + call_ex) + ")",
-            "#define SKP_VLOAD(j) " + " ".join(vload),
-            "#define SKP_ELEMENT_V(i, c) skp_muscle(" + ", ".join(call_v + call_ex) + ")",
-        ]
-        uses_fp64 = tm.uses_fp64 or any(np.dtype(d[1]) == np.float64 for d in in_desc
-                                        if d[0] == "c") or any(
-            e.dtype == np.float64 for e in extras_desc if isinstance(e, ArrayArg))
-        pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if uses_fp64 else ""
-        source = (pragma + tm.source + "\n" + "\n".join(header) + "\n"
-                  + _rt.read_kernel("elementwise.cl"))
+        loaded = [inp.data_dtype for inp in inputs if inp.data_dtype is not None]
+        source = (SourceBuilder("elementwise")
+                  .muscle(tm)
+                  .header([
+                      f"#define SKP_OUT_ST {storage_c_type(tm.out_dtype)}",
+                      "#define SKP_PARAMS_DECL " + "".join(", " + x for x in decls),
+                      "#define SKP_PARAMS_PASS " + "".join(", " + x for x in names),
+                      "#define SKP_ELEMENT(i) skp_muscle(" + ", ".join(call_in + call_ex) + ")",
+                      "#define SKP_VLOAD(j) " + " ".join(vload),
+                      "#define SKP_ELEMENT_V(i, c) skp_muscle(" + ", ".join(call_v + call_ex)
+                      + ")",
+                  ])
+                  .file("elementwise.cl")
+                  .data(*loaded, *array_extra_dtypes(extras_desc))
+                  .build(("skelpy_elementwise",)))
         features = feature_dict(tm)
-        features.update({"n_inputs": float(len(in_desc)), "n_extras": float(n_extra),
+        features.update({"n_inputs": float(len(inputs)), "n_extras": float(n_extra),
                          "n_array_extras": float(sum(isinstance(e, ArrayArg)
                                                      for e in extras_desc))})
-        plan = Plan(source=source, kernel_name="skelpy_elementwise",
-                    kernel_key=source_key(source), out_dtype=tm.out_dtype, typed=tm,
-                    features=features, space_factory=None, macros=_macros)
-        plan.uses_fp64 = uses_fp64
         # 16-byte loads and stores by default: on the H200 a float map went from 2.7 TB/s
         # (scalar) to 4.2 TB/s (float4), and PoCL vectorises them as well.
-        widest = max([tm.out_dtype.itemsize] + [np.dtype(d[1]).itemsize for d in in_desc
-                                                 if d[0] == "c"])
-        plan.vw_default = max(1, min(8, 16 // widest))
-        plan.n_muscle_inputs = n_muscle_inputs
-        plan.space_factory = lambda rt, plan=plan: _space(rt, plan)
-        return plan
+        widest = max([tm.out_dtype.itemsize] + [inp.dtype.itemsize for inp in inputs
+                                                 if isinstance(inp, ContainerInput)])
+        return ElementwisePlan(source=source, out_dtype=tm.out_dtype, muscles=(tm,),
+                               features=features, origin=self.origin, inputs=tuple(inputs),
+                               n_muscle_inputs=n_muscle_inputs,
+                               vw_default=max(1, min(8, 16 // widest)))
 
 
-def _input_desc(c) -> tuple:
-    if isinstance(c, IndexVector):
-        return ("iv",)
-    if isinstance(c, IndexMatrix):
-        return ("im",)
-    if isinstance(c, IndexSpace):
-        raise DTypeError(f"unsupported index space {c!r}")
-    return ("c", c.dtype, c.ndim)
+def _dataset(plan: ElementwisePlan, shape) -> dict:
+    """The data a call works on, as the tuner describes a scenario."""
+    return {"n": float(math.prod(shape)), "rows": float(shape[0]),
+            "cols": float(shape[1] if len(shape) > 1 else 1),
+            "dtype_size": float(plan.out_dtype.itemsize)}
+
+
+def _geometry(point: Mapping, n: int) -> tuple[int, tuple[int] | None]:
+    """Global size and local size of a launch over ``n`` elements at ``point``."""
+    wg, c, vw = int(point["wg"]), int(point["coarsen"]), int(point["vw"])
+    chunks = -(-n // vw)
+    if wg == 0:                    # the OpenCL runtime chooses (local_size=None)
+        return -(-chunks // c), None
+    if point["blocked"]:
+        items = -(-chunks // c)
+        return -(-items // wg) * wg, (wg,)
+    return -(-chunks // (wg * c)) * wg, (wg,)
 
 
 def _decl_name(decl: str) -> str:
     return decl.replace("*", " ").split()[-1]
-
-
-def _macros(point: Mapping) -> tuple[str, ...]:
-    return (f"-DSKP_COARSEN={int(point['coarsen'])}", f"-DSKP_BLOCKED={int(point['blocked'])}",
-            f"-DSKP_VW={int(point['vw'])}")
-
-
-def _space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
-    """The legal launch points of an elementwise kernel on this device."""
-    dev_max = rt.device.max_work_group_size
-    base_point = {"wg": 1, "coarsen": 1, "blocked": 0, "vw": 1}
-    kmax = rt.kernel_max_work_group_size(plan.kernel(rt, base_point))
-    wmax = min(dev_max, kmax, rt.device.max_work_item_sizes[0])
-    plan.kernel_max_wg = kmax
-    wgs = pow2_range(1, wmax)
-    default_wg = min(DEFAULT_WG, wmax)
-    params = [
-        Param("wg", wgs, doc="work-group size"),
-        Param("coarsen", COARSEN_VALUES, doc="chunks per work-item"),
-        Param("blocked", (0, 1), numeric=False, doc="1: stride-1 (blocked) coarsening"),
-        Param("vw", VW_VALUES, doc="elements per vector load/store"),
-    ]
-
-    def legal(p) -> bool:
-        wg = int(p["wg"])
-        # wg=0 (only when forced) leaves the work-group size to the OpenCL runtime
-        return 0 <= wg <= wmax and (p["blocked"] in (0, 1)) and int(p["coarsen"]) >= 1 \
-            and int(p["vw"]) in VW_VALUES
-
-    return ParamSpace(params, {"wg": default_wg, "coarsen": 1, "blocked": 0,
-                               "vw": getattr(plan, "vw_default", 1)}, legal,
-                      extra_values_ok=("wg", "coarsen"))
 
 
 class Map(_Elementwise):

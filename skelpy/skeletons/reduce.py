@@ -39,6 +39,7 @@ work-group.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping
 
@@ -46,75 +47,27 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import (
-    Container,
-    IndexMatrix,
-    IndexSpace,
-    IndexVector,
-    Vector,
-    as_container,
-    empty_like_shape,
-)
+from ..containers import Container, IndexSpace, Vector, empty_like_shape
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import DTypeError, ShapeError
 from ..muscle import Muscle
-from ..muscle.params import IndexPoint, Scalar
-from ..tuner.space import Param, ParamSpace, pow2_range
-from .base import (
-    ArrayArg,
-    Plan,
-    Skeleton,
-    check_same_shape,
+from ..muscle.params import Scalar
+from .arguments import (
+    array_extra_dtypes,
     classify_extras,
     extra_kernel_args,
     extra_kernel_params,
-    feature_dict,
-    fp64_check,
-    scalar_value,
-    source_key,
+    input_kind,
+    input_muscle_kinds,
 )
+from .base import Skeleton, check_same_shape, checked_signature
+from .fold_common import as_scalar, check_identity, identity_value
 from .fold_muscle import dtype_argument, fold_dtype, muscle_is_commutative
+from .kernel_source import SourceBuilder
+from .plan import feature_dict
+from .reduce_plan import PAIRWISE_LEAF, PAIRWISE_LEAVES, ReducePlan
 
 __all__ = ["Reduce", "MapReduce"]
-
-ITEMS_VALUES = (1, 2, 4, 8, 16, 32, 64)
-GROUPS_VALUES = (1, 4, 16, 64, 256, 1024, 4096, 16384)
-MAX_WG = 1024
-_LOCAL_RESERVE = 512                  # bytes of local memory left to the implementation
-
-
-# -- shared helpers (Scan uses some of them too) -----------------------------------------------
-
-
-def check_identity(identity, origin: str):
-    """The identity must be a number; it is converted to the accumulator dtype per call."""
-    if isinstance(identity, (bool, int, float, np.generic)) or (
-            isinstance(identity, np.ndarray) and identity.ndim == 0):
-        return identity
-    raise DTypeError(f"{origin}: identity must be a number (the neutral element of the "
-                     f"operator, e.g. 0 for +, 1 for *), got {type(identity).__name__}")
-
-
-def identity_value(identity, dtype: np.dtype, origin: str):
-    """The identity as a kernel argument of ``dtype`` (its storage type), exactly."""
-    dt = np.dtype(dtype)
-    if dt.kind in "iub" and isinstance(identity, (float, np.floating)) and (
-            not np.isfinite(identity) or float(identity) != int(identity)):
-        raise DTypeError(f"{origin}: identity {identity!r} cannot be represented as {dt} "
-                         "(for a max over integers use np.iinfo(dtype).min)")
-    if dt.kind in "iu" and not isinstance(identity, (bool, np.bool_)):
-        info = np.iinfo(dt)
-        if not info.min <= int(identity) <= info.max:
-            raise DTypeError(f"{origin}: identity {identity!r} is out of range for {dt}")
-    return scalar_value(identity, dt)
-
-
-def as_scalar(host: np.ndarray, dtype: np.dtype):
-    """A downloaded one-element storage array as a NumPy scalar of ``dtype``."""
-    if dtype == np.bool_:
-        return np.bool_(host[0] != 0)
-    return host.view(dtype)[0]
-
 
 _COUNTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -129,47 +82,6 @@ def _ticket_counter(rt: _rt.Runtime):
     return buf
 
 
-def local_budget(rt: _rt.Runtime) -> int:
-    """Bytes of local memory a kernel's own arrays may use on this device."""
-    return rt.device.local_mem_size - _LOCAL_RESERVE
-
-
-def max_wg(rt: _rt.Runtime) -> int:
-    """The largest 1-D work-group size worth offering the tuner on this device."""
-    return min(MAX_WG, rt.device.max_work_group_size, rt.device.max_work_item_sizes[0])
-
-
-def _input_desc(c) -> tuple:
-    if isinstance(c, IndexVector):
-        return ("iv",)
-    if isinstance(c, IndexMatrix):
-        return ("im",)
-    if isinstance(c, IndexSpace):
-        raise DTypeError(f"unsupported index space {c!r}")
-    return ("c", c.dtype, c.ndim)
-
-
-def _input_kinds(in_desc, n_params: int, n_extra: int):
-    """Muscle parameter kinds, kernel declarations and call arguments for the inputs."""
-    kinds, decls, call = [], [], []
-    for k, d in enumerate(in_desc):
-        if d[0] == "c":
-            kinds.append(Scalar(d[1]))
-            decls.append(f"__global const {storage_c_type(d[1])}* restrict in{k}")
-            call.append(f"(({c_type(d[1])})in{k}[(i)])")
-        elif d[0] == "iv":
-            kinds.append(Scalar(np.dtype(np.int64)))
-            call.append("((long)(i))")
-        else:
-            decls.append("const long idx_cols")
-            if n_params == 2 + n_extra:
-                kinds += [Scalar(np.dtype(np.int64)), Scalar(np.dtype(np.int64))]
-            else:
-                kinds.append(IndexPoint())
-            call.append("((long)(i)) / idx_cols, ((long)(i)) % idx_cols")
-    return kinds, decls, call
-
-
 # -- the skeletons -------------------------------------------------------------------------------
 
 
@@ -177,8 +89,12 @@ class _Reduction(Skeleton):
     """What Reduce and MapReduce share: plans, the two kernels, and launching."""
 
     kind = "reduce"
+    map_muscle: Muscle | None = None
 
-    def _setup(self, identity, axis, commutative):
+    def _setup(self, identity, axis, commutative, dtype, out_dtype):
+        self.out_dtype = dtype_argument(dtype, out_dtype, self.origin)
+        if self.out_dtype is not None:
+            self.out_dtype = self._dtype_arg(self.out_dtype, "dtype")
         self.identity = check_identity(identity, self.origin)
         if axis is not None and axis not in (0, 1, -1, -2):
             raise self._error(ShapeError, f"axis must be None, 0 or 1, got {axis!r}")
@@ -196,10 +112,10 @@ class _Reduction(Skeleton):
         return hit
 
     # -- one call ---------------------------------------------------------------------------
-    def _reduce(self, inputs: list, extras: list, params, map_muscle: Muscle | None):
+    def _signature(self, inputs: list, extras: list):
+        """Classify a call: (plan, shape, axis, extra kinds, extra values, tuner dataset)."""
         shape = check_same_shape(self.origin, inputs)
         extras_desc, extras_val = classify_extras(extras, self.origin)
-        forced = self._check_params_arg(params)
         axis = self.axis
         ndim = len(shape)
         if axis is not None and ndim == 1:
@@ -210,31 +126,44 @@ class _Reduction(Skeleton):
             axis = axis % 2
             if any(isinstance(c, IndexSpace) for c in inputs):
                 raise self._error(ShapeError, "axis reductions need container inputs")
-        in_desc = tuple(_input_desc(c) for c in inputs)
-        sig = (in_desc, tuple(extras_desc), axis)
-        rt = _rt.current()
+        kinds = tuple(input_kind(c) for c in inputs)
+        sig = (kinds, tuple(extras_desc), axis)
         plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[sig] = self._make_plan(in_desc, extras_desc, map_muscle, axis)
-        fp64_check(rt, plan.uses_fp64, self.origin)
-        acc = plan.out_dtype
-        ident = identity_value(self.identity, acc, self.origin)
-        n = int(np.prod(shape, dtype=np.int64))
-
-        fixed = []
-        for c in inputs:
-            if isinstance(c, Container):
-                fixed.append(c.device_buffer(rt))
-            elif isinstance(c, IndexMatrix):
-                fixed.append(np.int64(c.shape[1]))
-        fixed += extra_kernel_args(extras_desc, extras_val, plan.typed[0],
-                                   plan.n_muscle_inputs, rt)
+            plan = self._plans[sig] = self._make_plan(kinds, extras_desc, axis)
+        n = math.prod(shape)
         dataset = {"n": float(n), "rows": float(shape[0]),
                    "cols": float(shape[1] if ndim > 1 else 1),
-                   "dtype_size": float(acc.itemsize), "axis": float(-1 if axis is None else axis)}
+                   "dtype_size": float(plan.out_dtype.itemsize),
+                   "axis": float(-1 if axis is None else axis)}
+        return plan, shape, axis, extras_desc, extras_val, dataset
+
+    def _describe(self, args, **_options):
+        inputs, extras = self._split(args)
+        plan, *_rest, dataset = self._signature(inputs, extras)
+        return plan, dataset
+
+    def _reduce(self, inputs: list, extras: list, params):
+        plan, shape, axis, extras_desc, extras_val, dataset = self._signature(inputs, extras)
+        forced = self._check_params_arg(params)
+        outer = 1 if axis is None else shape[1 - axis]
+        rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                       out_bytes=outer * plan.out_dtype.itemsize,
+                                       reads_result=True if axis is None else None)
+        plan.check_device(rt)
+        ident = identity_value(self.identity, plan.out_dtype, self.origin)
+        fixed = []
+        with self._naming_errors():
+            for kind, c in zip(plan.inputs, inputs, strict=True):
+                fixed += kind.kernel_args(c, rt)
+            fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle,
+                                       plan.n_muscle_inputs, rt, self.origin)
         if axis is None:
-            return self._run_flat(plan, rt, n, ident, fixed, forced, dataset)
-        return self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+            result = self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset)
+        else:
+            result = self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+        self._chosen(choice, result)
+        return result
 
     def _run_flat(self, plan, rt, n, ident, fixed, forced, dataset):
         acc = plan.out_dtype
@@ -260,17 +189,17 @@ class _Reduction(Skeleton):
             result = empty_like_shape((1,), acc, rt)
             rbuf = result.device_buffer(rt)
             partial = rt.allocate(groups * st.itemsize) if groups > 1 else rbuf
-            k1 = plan_kernel(plan, rt, point, "skelpy_reduce")
+            k1 = plan.kernel(rt, point, "skelpy_reduce")
             args = [partial, rbuf, counter, np.int64(n), np.int64(per), np.int32(stages == 1),
                     ident, *fixed]
             launched["g"], launched["l"] = (groups * wg,), (wg,)
             events = [rt.launch(k1, (groups * wg,), (wg,), args, params=point,
-                                skeleton=self.kind)]
+                                skeleton=self.kind, origin=self.origin)]
             if stages == 2 and groups > 1:
-                k2 = plan_kernel(plan, rt, point, "skelpy_reduce_final")
+                k2 = plan.kernel(rt, point, "skelpy_reduce_final")
                 events.append(rt.launch(k2, (wg,), (wg,), [partial, rbuf, np.int64(groups),
                                                            ident],
-                                        params=point, skeleton=self.kind))
+                                        params=point, skeleton=self.kind, origin=self.origin))
             result.mark_device_written()
             return result, events
 
@@ -295,11 +224,12 @@ class _Reduction(Skeleton):
             segs = wg // lanes
             groups = -(-outer // segs)
             out = empty_like_shape((outer,), acc, rt)
-            k = plan_kernel(plan, rt, point, "skelpy_reduce_axis")
+            k = plan.kernel(rt, point, "skelpy_reduce_axis")
             args = [out.device_buffer(rt), np.int64(outer), np.int64(inner), np.int64(so),
                     np.int64(sk_), np.int32(lanes), np.int32(axis == 1), ident, *fixed]
             launched["g"], launched["l"] = (groups * wg,), (wg,)
-            ev = rt.launch(k, (groups * wg,), (wg,), args, params=point, skeleton=self.kind)
+            ev = rt.launch(k, (groups * wg,), (wg,), args, params=point, skeleton=self.kind,
+                           origin=self.origin)
             out.mark_device_written()
             return out, [ev]
 
@@ -308,21 +238,21 @@ class _Reduction(Skeleton):
         return outcome.result
 
     # -- plans ------------------------------------------------------------------------------
-    def _make_plan(self, in_desc, extras_desc, map_muscle: Muscle | None, axis) -> Plan:
+    def _make_plan(self, inputs, extras_desc, axis) -> ReducePlan:
+        map_muscle = self.map_muscle
         n_extra = len(extras_desc)
+        source = SourceBuilder("reduce")
         if map_muscle is None:
-            (d,) = in_desc
-            in_dt = d[1]
+            (inp,) = inputs
+            in_dt = inp.dtype
             acc = fold_dtype(self.muscle, self._reduce_fn, in_dt, self.out_dtype, self.origin)
-            decls = [f"__global const {storage_c_type(in_dt)}* restrict in0"]
-            load = f"(({c_type(acc)})(({c_type(in_dt)})in0[(i)]))"
+            decls = inp.declarations(0)
+            load = f"(({c_type(acc)}){inp.read(0, '(i)')})"
             map_tm = None
             n_muscle_inputs = 1
-            uses_fp64 = in_dt == np.float64
         else:
-            kinds, decls, call = _input_kinds(in_desc, map_muscle.n_params, n_extra)
-            n_muscle_inputs = len(kinds)
-            kinds += [e.kind() for e in extras_desc]
+            kinds, n_muscle_inputs = input_muscle_kinds(inputs, extras_desc,
+                                                        map_muscle.n_params)
             if map_muscle.n_params != len(kinds):
                 raise self._error(
                     ShapeError,
@@ -333,157 +263,40 @@ class _Reduction(Skeleton):
             acc = fold_dtype(self.muscle, self._reduce_fn, map_tm.out_dtype, self.out_dtype,
                              self.origin)
             decl_ex, call_ex = extra_kernel_params(extras_desc, map_tm, n_muscle_inputs)
-            decls = decls + decl_ex
+            decls = [d for k, inp in enumerate(inputs) for d in inp.declarations(k)] + decl_ex
+            call = [inp.read(k, "(i)") for k, inp in enumerate(inputs)]
             load = f"(({c_type(acc)})skp_map({', '.join(call + call_ex)}))"
-            uses_fp64 = map_tm.uses_fp64 or any(d[0] == "c" and d[1] == np.float64
-                                                for d in in_desc) or any(
-                isinstance(e, ArrayArg) and e.dtype == np.float64 for e in extras_desc)
+            source.muscle(map_tm)
         acc = check_dtype(acc, self.origin)
         # Specialised for (acc, acc); its result is converted to acc by SKP_COMBINE.
         red_tm = self.muscle.specialise((Scalar(acc), Scalar(acc)), c_name="skp_reduce")
-        uses_fp64 = uses_fp64 or red_tm.uses_fp64 or acc == np.float64
         ordered = not self._is_commutative(acc)
-        header = [
-            "/* generated by skelpy.skeletons.reduce */",
-            f"#define SKP_ACC {c_type(acc)}",
-            f"#define SKP_ACC_ST {storage_c_type(acc)}",
-            f"#define SKP_COMBINE(a, b) (({c_type(acc)})skp_reduce((a), (b)))",
-            "#define SKP_PARAMS_DECL " + "".join(", " + x for x in decls),
-            f"#define SKP_LOAD(i) {load}",
-            f"#define SKP_ORDERED {int(ordered)}",
-            f"#define SKP_PAIRWISE {int(acc.kind == 'f')}",
-        ]
-        pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if uses_fp64 else ""
-        source = (pragma + (map_tm.source + "\n" if map_tm else "") + red_tm.source + "\n"
-                  + "\n".join(header) + "\n" + _rt.read_kernel("reduce.cl"))
+        mode = "flat" if axis is None else f"axis{axis}"
+        built = (source
+                 .muscle(red_tm)
+                 .header([
+                     f"#define SKP_ACC {c_type(acc)}",
+                     f"#define SKP_ACC_ST {storage_c_type(acc)}",
+                     f"#define SKP_COMBINE(a, b) (({c_type(acc)})skp_reduce((a), (b)))",
+                     "#define SKP_PARAMS_DECL " + "".join(", " + x for x in decls),
+                     f"#define SKP_LOAD(i) {load}",
+                     f"#define SKP_ORDERED {int(ordered)}",
+                     f"#define SKP_PAIRWISE {int(acc.kind == 'f')}",
+                 ])
+                 .file("reduce.cl")
+                 .data(acc, *(inp.data_dtype for inp in inputs),
+                       *array_extra_dtypes(extras_desc))
+                 .build(("skelpy_reduce", "skelpy_reduce_final") if axis is None
+                        else ("skelpy_reduce_axis",), key_suffix=f"/{mode}"))
         features = feature_dict(red_tm)
         if map_tm is not None:
             for k, v in feature_dict(map_tm).items():
                 features["map_" + k] = v
-        features.update({"n_inputs": float(len(in_desc)), "n_extras": float(n_extra),
+        features.update({"n_inputs": float(len(inputs)), "n_extras": float(n_extra),
                          "ordered": float(ordered), "fused_map": float(map_tm is not None)})
-        typed = (map_tm or red_tm, red_tm)
-        mode = "flat" if axis is None else f"axis{axis}"
-        plan = Plan(source=source, kernel_name="skelpy_reduce", kernel_key=source_key(
-            source + f"/{mode}"), out_dtype=acc, typed=typed, features=features,
-                    space_factory=None, macros=None)
-        plan.uses_fp64 = uses_fp64
-        plan.n_muscle_inputs = n_muscle_inputs
-        plan.ordered = ordered
-        if axis is None:
-            plan.macros = _flat_macros
-            plan.space_factory = lambda rt, plan=plan: _flat_space(rt, plan)
-        else:
-            plan.macros = _axis_macros
-            plan.space_factory = lambda rt, plan=plan: _axis_space(rt, plan)
-        return plan
-
-
-def device_options(rt: _rt.Runtime) -> tuple[str, ...]:
-    """Build options that depend on the device: SKP_NVIDIA (the fence to use) and SKP_UNROLL
-    (unroll coarsening loops: many loads in flight on a GPU, only compile time on a CPU)."""
-    opts = ("-DSKP_UNROLL=1",) if rt.device.kind == "gpu" else ()
-    if "nvidia" in rt.device.platform.lower():
-        opts += ("-DSKP_NVIDIA=1",)
-    return opts
-
-
-PAIRWISE_LEAVES = 1 << 15     # leaves one work-item folds pairwise (2^(SKP_LEVELS-1), reduce.cl)
-PAIRWISE_LEAF = 16            # elements of a leaf, folded serially (SKP_LEAF, reduce.cl)
-
-
-def one_launch_ok(rt: _rt.Runtime) -> bool:
-    """Whether the last-work-group-finishes pattern (stages=1) is safe here: it needs a fence
-    that orders global stores for other work-groups, which we have on NVIDIA (PTX membar.gl)
-    and on CPUs; elsewhere the partials are folded by a second launch."""
-    return rt.device.kind == "cpu" or "nvidia" in rt.device.platform.lower()
-
-
-def plan_kernel(plan: Plan, rt: _rt.Runtime, point: Mapping, name: str,
-                extra: tuple[str, ...] = ()) -> cl.Kernel:
-    """The kernel ``name`` of the program built for ``point`` on ``rt`` (cached on the plan)."""
-    opts = plan.macros(point) + extra + device_options(rt)
-    key = (id(rt), opts, name)
-    k = plan.programs.get(key)
-    if k is None:
-        prg = rt.build(plan.source, opts)
-        k = plan.programs[key] = rt.kernel(prg, name)
-    return k
-
-
-def _flat_macros(point: Mapping) -> tuple[str, ...]:
-    return (f"-DSKP_WG={int(point['wg'])}", f"-DSKP_ITEMS={int(point['items'])}")
-
-
-def _axis_macros(point: Mapping) -> tuple[str, ...]:
-    return (f"-DSKP_WG={int(point['wg'])}", "-DSKP_AXIS_ONLY=1")
-
-
-def _flat_default(rt: _rt.Runtime, itemsize: int, wmax: int, ordered: bool) -> dict:
-    """Starting points measured on an H200 (float32 sums of 2^26 elements: 95% of copy
-    bandwidth interleaved, 56% order-preserving) and on PoCL."""
-    dev = rt.device
-    if dev.kind == "gpu":
-        groups = min(GROUPS_VALUES, key=lambda g: abs(g - 8 * dev.compute_units))
-        if ordered:
-            return {"wg": min(128, wmax), "items": 32 if itemsize <= 4 else 16,
-                    "groups": groups, "stages": 1}
-        return {"wg": min(256, wmax), "items": 16 if itemsize <= 4 else 8,
-                "groups": groups, "stages": 1}
-    return {"wg": min(64, wmax), "items": 16, "groups": 64, "stages": 1}
-
-
-def _flat_space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
-    """Legal points: work-group within the device limits, local memory within budget."""
-    wmax = max_wg(rt)
-    acc_size = storage_dtype(plan.out_dtype).itemsize
-    budget = local_budget(rt)
-    ordered = plan.ordered
-
-    def local_bytes(wg: int, items: int) -> int:
-        tile = wg * items + (wg * items >> 5) if ordered else 0
-        return (wg + tile) * acc_size + 16
-
-    params = [
-        Param("wg", pow2_range(1, wmax), doc="work-group size"),
-        Param("items", ITEMS_VALUES, doc="elements per work-item per step (coarsening)"),
-        Param("groups", GROUPS_VALUES, doc="upper bound on the number of work-groups"),
-        Param("stages", (1, 2), numeric=False,
-              doc="1: the last work-group folds the partials; 2: a second launch does"),
-    ]
-
-    stages = (1, 2) if one_launch_ok(rt) else (2,)
-
-    def legal(p) -> bool:
-        wg, items = int(p["wg"]), int(p["items"])
-        return (1 <= wg <= wmax and wg & (wg - 1) == 0 and items >= 1
-                and items & (items - 1) == 0 and int(p["groups"]) >= 1
-                and p["stages"] in stages and local_bytes(wg, items) <= budget)
-
-    default = _flat_default(rt, acc_size, wmax, ordered)
-    default["stages"] = stages[0]
-    space = ParamSpace(params, default, legal, extra_values_ok=("groups",))
-    if not space.is_legal(space.default):
-        space.default = space.nearest(space.default) or space.default
-    return space
-
-
-def _axis_space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
-    wmax = max_wg(rt)
-    acc_size = storage_dtype(plan.out_dtype).itemsize
-    budget = local_budget(rt)
-    wgs = pow2_range(1, wmax)
-    params = [Param("wg", wgs, doc="work-group size"),
-              Param("lanes", wgs, doc="work-items folding one output")]
-
-    def legal(p) -> bool:
-        wg, lanes = int(p["wg"]), int(p["lanes"])
-        return (1 <= lanes <= wg <= wmax and wg & (wg - 1) == 0 and lanes & (lanes - 1) == 0
-                and wg * acc_size + 16 <= budget)
-
-    gpu = rt.device.kind == "gpu"
-    default = {"wg": min(256 if gpu else 64, wmax), "lanes": min(32 if gpu else 16, wmax)}
-    return ParamSpace(params, default, legal)
+        return ReducePlan(source=built, out_dtype=acc, muscles=(map_tm or red_tm, red_tm),
+                          features=features, origin=self.origin, inputs=tuple(inputs),
+                          n_muscle_inputs=n_muscle_inputs, ordered=ordered, axis=axis)
 
 
 class Reduce(_Reduction):
@@ -503,13 +316,22 @@ class Reduce(_Reduction):
 
     def __init__(self, f, identity, *, dtype=None, axis: int | None = None,
                  commutative: bool | None = None, out_dtype=None):
-        super().__init__(f, out_dtype=dtype_argument(dtype, out_dtype, "Reduce"))
+        super().__init__(f)
         self._reduce_fn = f
-        self._setup(identity, axis, commutative)
+        self._setup(identity, axis, commutative, dtype, out_dtype)
 
+    @checked_signature
     def __call__(self, x, *, params: Mapping | None = None) -> np.generic | Vector:
         """Fold all elements (or along ``axis``); a scalar, or a Vector for an axis fold."""
-        return self._reduce([self._data_input(x)], [], params, None)
+        return self._reduce([self._data_input(x)], [], params)
+
+    @checked_signature
+    def source(self, x, *, params: Mapping | None = None) -> str:
+        """The OpenCL C program a call with ``x`` builds (see Skeleton.source)."""
+        return super().source(x, params=params)
+
+    def _split(self, args):
+        return [self._data_input(args[0])], []
 
 
 class MapReduce(_Reduction):
@@ -532,26 +354,37 @@ class MapReduce(_Reduction):
     def __init__(self, map_f, reduce_f, identity, *, dtype=None, axis: int | None = None,
                  commutative: bool | None = None, inputs: int | None = None, out_dtype=None):
         self.map_muscle = map_f if isinstance(map_f, Muscle) else Muscle(map_f)
-        super().__init__(reduce_f, out_dtype=dtype_argument(dtype, out_dtype, "MapReduce"))
+        super().__init__(reduce_f)
         self._reduce_fn = reduce_f
         if inputs is not None and (not isinstance(inputs, int) or inputs < 1):
             raise self._error(ShapeError, f"inputs must be a positive int, got {inputs!r}")
         self.inputs = inputs
-        self._setup(identity, axis, commutative)
+        self._setup(identity, axis, commutative, dtype, out_dtype)
 
     @property
     def origin(self) -> str:
         return f"MapReduce({self.map_muscle.origin}, {self.muscle.origin})"
 
+    @checked_signature
     def __call__(self, *args, params: Mapping | None = None) -> np.generic | Vector:
         """Map and fold in one pass; a scalar, or a Vector for an axis fold."""
+        inputs, extras = self._split(args)
+        return self._reduce(inputs, extras, params)
+
+    @checked_signature
+    def source(self, *args, params: Mapping | None = None) -> str:
+        """The OpenCL C program a call with these arguments builds (see Skeleton.source)."""
+        return super().source(*args, params=params)
+
+    def _split(self, args):
+        """(inputs, extras) of a call: see the class docstring."""
         n_in = self._count_inputs(args)
         inputs = []
         for k, a in enumerate(args[:n_in]):
             if isinstance(a, (list, tuple)):
                 a = np.asarray(a)
-            inputs.append(as_container(a, f"{self.origin}: input {k + 1}"))
-        return self._reduce(inputs, list(args[n_in:]), params, self.map_muscle)
+            inputs.append(self._container(a, f"input {k + 1}"))
+        return inputs, list(args[n_in:])
 
     def _count_inputs(self, args) -> int:
         if not args:

@@ -34,6 +34,7 @@ Every legal point is within a few ulps of NumPy's pairwise sum of each prefix
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyopencl as cl
@@ -43,21 +44,86 @@ from ..containers import Matrix, Vector, empty_like_shape
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..muscle.params import Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
-from .base import Plan, Skeleton, feature_dict, fp64_check, source_key
-from .fold_muscle import arithmetic_kind, dtype_argument, fold_dtype
-from .reduce import (
+from .base import Skeleton, checked_signature
+from .fold_common import (
     ITEMS_VALUES,
     check_identity,
+    device_options,
     identity_value,
-    local_budget,
+    local_rule,
     max_wg,
     one_launch_ok,
-    plan_kernel,
+    power_of_two,
+    work_group_rules,
 )
+from .fold_muscle import arithmetic_kind, dtype_argument, fold_dtype
+from .kernel_source import SourceBuilder
+from .limits import Legality, Rule, at_least, check_output
+from .plan import Plan, feature_dict
 
 __all__ = ["Scan"]
 
 METHODS = ("lookback", "levels")
+
+
+@dataclass(eq=False)
+class ScanPlan(Plan):
+    """Scan's kernels for one input dtype."""
+
+    sums_differ: bool         # lower levels' sums need their own program (another type)
+    status_words: int         # 64-bit words per tile status in the look-back
+
+    def macros(self, point: Mapping) -> tuple[str, ...]:
+        return (f"-DSKP_WG={int(point['wg'])}", f"-DSKP_ITEMS={int(point['items'])}")
+
+    def device_options(self, rt: _rt.Runtime) -> tuple[str, ...]:
+        return device_options(rt)
+
+    def local_bytes(self, point: Mapping) -> int:
+        wg, items = int(point["wg"]), int(point["items"])
+        tile = wg * items
+        return (tile + (tile >> 5) + wg + (wg >> 5) + 2) * storage_dtype(
+            self.out_dtype).itemsize + 16
+
+    def make_space(self, rt: _rt.Runtime) -> tuple[ParamSpace, Legality]:
+        """Legal points: a tile of at least two elements whose local arrays fit the budget."""
+        wmax = max_wg(rt)
+        acc_size = storage_dtype(self.out_dtype).itemsize
+        params = [
+            Param("wg", pow2_range(1, wmax), doc="work-group size (one tile per work-group)"),
+            Param("items", ITEMS_VALUES, doc="consecutive elements per work-item (coarsening)"),
+            Param("method", METHODS, numeric=False,
+                  doc="lookback: one pass, decoupled look-back; levels: multi-level scan of "
+                      "sums"),
+        ]
+        # The look-back publishes tile states with 64-bit atomics and needs earlier tiles to
+        # make progress while later ones wait: verified on NVIDIA GPUs and CPUs (PoCL);
+        # elsewhere the multi-level method, which needs neither, is the only one offered.
+        ext = rt.device.cl_device.extensions
+        methods = METHODS if "cl_khr_int64_base_atomics" in ext and one_launch_ok(rt) \
+            else ("levels",)
+        rules = Legality([
+            *work_group_rules(rt, wmax),
+            at_least("items", 1),
+            power_of_two("items"),
+            Rule(lambda p: int(p["wg"]) * int(p["items"]) >= 2,
+                 lambda p: "a tile of wg x items must hold at least two elements"),
+            Rule(lambda p: p["method"] in methods,
+                 lambda p: f"method={p['method']!r}: {rt.device.name} offers only "
+                           f"{list(methods)}"),
+            local_rule(self, rt),
+        ])
+        gpu = rt.device.kind == "gpu"
+        if gpu:   # measured on an H200: 256 x 32 reaches ~76% of copy bandwidth for int32
+            default = {"wg": min(256, wmax), "items": 32 if acc_size <= 4 else 16,
+                       "method": "lookback"}
+        else:
+            default = {"wg": min(64, wmax), "items": 16, "method": "lookback"}
+        default["method"] = default["method"] if default["method"] in methods else methods[0]
+        space = ParamSpace(params, default, rules)
+        if not space.is_legal(space.default):
+            space.default = space.nearest(space.default) or space.default
+        return space, rules
 
 
 class Scan(Skeleton):
@@ -73,36 +139,59 @@ class Scan(Skeleton):
     kind = "scan"
 
     def __init__(self, f, identity, *, inclusive: bool = False, dtype=None, out_dtype=None):
-        super().__init__(f, out_dtype=dtype_argument(dtype, out_dtype, "Scan"))
+        super().__init__(f)
+        acc = dtype_argument(dtype, out_dtype, self.origin)
+        self.out_dtype = None if acc is None else self._dtype_arg(acc, "dtype")
         self._fn = f
         self.identity = check_identity(identity, self.origin)
         self.inclusive = bool(inclusive)
 
-    def __call__(self, x, *, params: Mapping | None = None) -> Vector | Matrix:
-        """Scan all elements; the result stays on the device until read."""
-        c = self._data_input(x)
-        forced = self._check_params_arg(params)
-        rt = _rt.current()
+    @checked_signature
+    def source(self, x, *, params: Mapping | None = None) -> str:
+        """The OpenCL C program a call with ``x`` builds (see Skeleton.source); the multi-level
+        method may also build the same text with ``-DSKP_SUMS=1`` for its sums."""
+        return super().source(x, params=params)
+
+    def _describe(self, args, **_options):
+        c = self._data_input(args[0])
+        plan = self._plan(c)
+        return plan, _dataset(c, plan)
+
+    def _plan(self, c) -> ScanPlan:
         sig = (c.dtype,)
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(c.dtype)
-        fp64_check(rt, plan.uses_fp64, self.origin)
+        return plan
+
+    @checked_signature
+    def __call__(self, x, *, params: Mapping | None = None) -> Vector | Matrix:
+        """Scan all elements; the result stays on the device until read."""
+        c = self._data_input(x)
+        forced = self._check_params_arg(params)
+        plan = self._plan(c)
+        dataset = _dataset(c, plan)
+        rt, choice = self._runtime_for(plan, dataset, [c],
+                                       out_bytes=c.size * plan.out_dtype.itemsize)
+        plan.check_device(rt)
         acc = plan.out_dtype
         st = storage_dtype(acc)
         ident = identity_value(self.identity, acc, self.origin)
         n = c.size
+        check_output(self.origin, c.shape, acc, rt)
         if n == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
             return empty_like_shape(c.shape, acc, rt)
-        src = c.device_buffer(rt)
+        with self._naming_errors():
+            src = c.device_buffer(rt)
         inc = int(self.inclusive)
         launched = {}
+        origin = self.origin
 
         def kernel(point, name: str, sums: int) -> cl.Kernel:
             # The sums of lower levels are read through the input's program unless their type
             # differs from the input's.
-            return plan_kernel(plan, rt, point, name,
+            return plan.kernel(rt, point, name,
                                ("-DSKP_SUMS=1",) if sums and plan.sums_differ else ())
 
         def levels(point, buf_in, buf_out, m: int, inclusive: int, sums: int, events: list):
@@ -112,16 +201,17 @@ class Scan(Skeleton):
             if tiles == 1:
                 events.append(rt.launch(k_tiles, (wg,), (wg,), [
                     buf_out, buf_in, np.int64(m), ident, np.int32(inclusive), buf_in,
-                    np.int32(0)], params=point, skeleton=self.kind))
+                    np.int32(0)], params=point, skeleton=self.kind, origin=origin))
                 return
             partial = rt.allocate(tiles * st.itemsize)
             k_sums = kernel(point, "skelpy_scan_sums", sums)
             events.append(rt.launch(k_sums, (tiles * wg,), (wg,), [
-                partial, buf_in, np.int64(m), ident], params=point, skeleton=self.kind))
+                partial, buf_in, np.int64(m), ident], params=point, skeleton=self.kind,
+                origin=origin))
             levels(point, partial, partial, tiles, 0, 1, events)      # in place, exclusive
             events.append(rt.launch(k_tiles, (tiles * wg,), (wg,), [
                 buf_out, buf_in, np.int64(m), ident, np.int32(inclusive), partial, np.int32(1)],
-                params=point, skeleton=self.kind))
+                params=point, skeleton=self.kind, origin=origin))
 
         def run(point):
             wg, items = int(point["wg"]), int(point["items"])
@@ -137,56 +227,57 @@ class Scan(Skeleton):
                 k = kernel(point, "skelpy_scan_lookback", 0)
                 events.append(rt.launch(k, (tiles * wg,), (wg,), [
                     dst, src, np.int64(n), ident, np.int32(inc), status, np.int64(tiles)],
-                    params=point, skeleton=self.kind))
+                    params=point, skeleton=self.kind, origin=origin))
             else:
                 levels(point, src, dst, n, inc, 0, events)
             launched["g"], launched["l"] = (tiles * wg,), (wg,)
             out.mark_device_written()
             return out, events
 
-        dataset = {"n": float(n), "rows": float(c.shape[0]),
-                   "cols": float(c.shape[1] if c.ndim > 1 else 1),
-                   "dtype_size": float(acc.itemsize)}
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        self._chosen(choice, outcome.result)
         return outcome.result
 
-    def _make_plan(self, in_dt: np.dtype) -> Plan:
+    def _make_plan(self, in_dt: np.dtype) -> ScanPlan:
         acc = fold_dtype(self.muscle, self._fn, in_dt, self.out_dtype, self.origin)
         tm = self.muscle.specialise((Scalar(acc), Scalar(acc)), c_name="skp_scan_op")
         # a float sum's look-back carries are compensated (scan.cl): TwoSum needs a real +
         compensated = acc.kind == "f" and arithmetic_kind(self._fn) == "add"
-        uses_fp64 = tm.uses_fp64 or acc == np.float64 or in_dt == np.float64
-        header = [
-            "/* generated by skelpy.skeletons.scan */",
-            f"#define SKP_ACC {c_type(acc)}",
-            f"#define SKP_ACC_ST {storage_c_type(acc)}",
-            f"#define SKP_IN_ST {storage_c_type(in_dt)}",
-            f"#define SKP_LOAD_IN(p, i) (({c_type(acc)})(({c_type(in_dt)})(p)[(i)]))",
-            f"#define SKP_COMBINE(a, b) (({c_type(acc)})skp_scan_op((a), (b)))",
-            f"#define SKP_ACC_BITS {64 if storage_dtype(acc).itemsize == 8 else 32}",
-            "#define SKP_BITS(v) " + _BITS[storage_dtype(acc)][0],
-            "#define SKP_UNBITS(b) " + _BITS[storage_dtype(acc)][1],
-            f"#define SKP_FLOAT_ACC {int(acc.kind == 'f')}",
-            f"#define SKP_COMPENSATED {int(compensated)}",
-        ]
-        pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if uses_fp64 else ""
-        source = (pragma + tm.source + "\n" + "\n".join(header) + "\n"
-                  + _rt.read_kernel("scan.cl"))
+        source = (SourceBuilder("scan")
+                  .muscle(tm)
+                  .header([
+                      f"#define SKP_ACC {c_type(acc)}",
+                      f"#define SKP_ACC_ST {storage_c_type(acc)}",
+                      f"#define SKP_IN_ST {storage_c_type(in_dt)}",
+                      f"#define SKP_LOAD_IN(p, i) (({c_type(acc)})(({c_type(in_dt)})(p)[(i)]))",
+                      f"#define SKP_COMBINE(a, b) (({c_type(acc)})skp_scan_op((a), (b)))",
+                      f"#define SKP_ACC_BITS {64 if storage_dtype(acc).itemsize == 8 else 32}",
+                      "#define SKP_BITS(v) " + _BITS[storage_dtype(acc)][0],
+                      "#define SKP_UNBITS(b) " + _BITS[storage_dtype(acc)][1],
+                      f"#define SKP_FLOAT_ACC {int(acc.kind == 'f')}",
+                      f"#define SKP_COMPENSATED {int(compensated)}",
+                  ])
+                  .file("scan.cl")
+                  .data(acc, in_dt)
+                  .build(("skelpy_scan_tiles", "skelpy_scan_sums", "skelpy_scan_lookback"),
+                         key_suffix=f"/inclusive={int(self.inclusive)}"))
         features = feature_dict(tm)
         features["inclusive"] = float(self.inclusive)
-        plan = Plan(source=source, kernel_name="skelpy_scan_tiles",
-                    kernel_key=source_key(source + f"/inclusive={int(self.inclusive)}"),
-                    out_dtype=acc, typed=tm, features=features, space_factory=None,
-                    macros=_macros)
-        plan.uses_fp64 = uses_fp64
-        # 64-bit words per tile status in the look-back: 32 bits of payload each
-        plan.status_words = (2 if storage_dtype(acc).itemsize == 8 else 1) * (
-            2 if compensated else 1)
-        plan.sums_differ = storage_dtype(in_dt) != storage_dtype(acc) or (in_dt == np.bool_) != (
-            acc == np.bool_)
-        plan.space_factory = lambda rt, plan=plan: _space(rt, plan)
-        return plan
+        return ScanPlan(
+            source=source, out_dtype=acc, muscles=(tm,), features=features,
+            origin=self.origin,
+            sums_differ=storage_dtype(in_dt) != storage_dtype(acc)
+            or (in_dt == np.bool_) != (acc == np.bool_),
+            # 64-bit words per tile status in the look-back: 32 bits of payload each
+            status_words=(2 if storage_dtype(acc).itemsize == 8 else 1)
+            * (2 if compensated else 1))
+
+
+def _dataset(c, plan: ScanPlan) -> dict:
+    return {"n": float(c.size), "rows": float(c.shape[0]),
+            "cols": float(c.shape[1] if c.ndim > 1 else 1),
+            "dtype_size": float(plan.out_dtype.itemsize)}
 
 
 # Storage value <-> raw bits, for the look-back's status words (scan.cl).
@@ -202,50 +293,3 @@ _BITS = {
     np.dtype(np.int8): ("((uint)(int)(v))", "((char)(b))"),
     np.dtype(np.uint8): ("((uint)(v))", "((uchar)(b))"),
 }
-
-
-def _macros(point: Mapping) -> tuple[str, ...]:
-    return (f"-DSKP_WG={int(point['wg'])}", f"-DSKP_ITEMS={int(point['items'])}")
-
-
-def _space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
-    """Legal points: a tile of at least two elements whose local arrays fit the budget."""
-    wmax = max_wg(rt)
-    acc_size = storage_dtype(plan.out_dtype).itemsize
-    budget = local_budget(rt)
-
-    def local_bytes(wg: int, items: int) -> int:
-        tile = wg * items
-        return (tile + (tile >> 5) + wg + (wg >> 5) + 2) * acc_size + 16
-
-    params = [
-        Param("wg", pow2_range(1, wmax), doc="work-group size (one tile per work-group)"),
-        Param("items", ITEMS_VALUES, doc="consecutive elements per work-item (coarsening)"),
-        Param("method", METHODS, numeric=False,
-              doc="lookback: one pass, decoupled look-back; levels: multi-level scan of sums"),
-    ]
-
-    # The look-back publishes tile states with 64-bit atomics and needs earlier tiles to make
-    # progress while later ones wait: verified on NVIDIA GPUs and CPUs (PoCL); elsewhere the
-    # multi-level method, which needs neither, is the only one offered.
-    ext = rt.device.cl_device.extensions
-    methods = METHODS if "cl_khr_int64_base_atomics" in ext and one_launch_ok(rt) \
-        else ("levels",)
-
-    def legal(p) -> bool:
-        wg, items = int(p["wg"]), int(p["items"])
-        return (1 <= wg <= wmax and wg & (wg - 1) == 0 and items >= 1
-                and items & (items - 1) == 0 and wg * items >= 2
-                and p["method"] in methods and local_bytes(wg, items) <= budget)
-
-    gpu = rt.device.kind == "gpu"
-    if gpu:   # measured on an H200: 256 x 32 reaches ~76% of copy bandwidth for int32
-        default = {"wg": min(256, wmax), "items": 32 if acc_size <= 4 else 16,
-                   "method": "lookback"}
-    else:
-        default = {"wg": min(64, wmax), "items": 16, "method": "lookback"}
-    default["method"] = default["method"] if default["method"] in methods else methods[0]
-    space = ParamSpace(params, default, legal)
-    if not space.is_legal(space.default):
-        space.default = space.nearest(space.default) or space.default
-    return space

@@ -27,193 +27,40 @@ maps -4n, -6n, ... to -1); skelpy gives the periodic value there.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
-import pyopencl as cl
 
 from .. import runtime as _rt
-from .. import tuner
-from ..containers import Matrix, Vector, as_container, empty_like_shape
-from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
-from ..errors import (
-    DTypeError,
-    ParameterError,
-    ShapeError,
-    TranslationError,
-)
-from ..muscle.params import Accessor, Scalar, global_array
-from ..tuner.space import Param, ParamSpace
+from ..containers import Matrix, empty_like_shape
+from ..dtypes import c_type, storage_c_type, storage_dtype
+from ..errors import CallError, DTypeError, ParameterError, ShapeError, TranslationError
+from ..muscle.params import Scalar, global_array
 from . import stencil_temporal as _temporal
-from .base import (
-    Plan,
-    ScalarArg,
-    Skeleton,
-    classify_extra,
-    feature_dict,
-    fp64_check,
-    scalar_converter,
-    scalar_value,
-    source_key,
-)
+from .arguments import ScalarArg, classify_extra
+from .base import Skeleton, checked_signature
+from .kernel_source import SourceBuilder
+from .limits import check_iterations, check_output
+from .plan import feature_dict
+from .stencil_launch import BoundStencil, merge_launches, place, repeat_launcher
+from .stencil_plan import MatrixExtra, StencilPlan, VectorExtra, nb_extra, nb_input, tile_bytes
+from .stencil_shape import BORDERS, Shape, border_mode, check_cval, cval_literal
 
-__all__ = ["Shape", "Stencil", "StencilSequence", "BORDERS"]
+__all__ = ["Shape", "Stencil", "StencilSequence", "BORDERS", "tile_bytes"]
 
-#: Border modes (scipy.ndimage names) -> SKP_MODE values in stencil_common.cl.
-BORDERS = {"constant": 0, "nearest": 1, "wrap": 2, "reflect": 3, "mirror": 4}
-_BORDER_ALIASES = {"grid-constant": "constant", "grid-wrap": "wrap", "grid-mirror": "reflect"}
-
-WG_R_VALUES = (1, 2, 4, 8, 16, 32, 64)
-WG_C_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-CR_VALUES = (1, 2, 4, 8)
-CC_VALUES = (1, 2, 4)
-VEC_VALUES = (1, 2, 4)
-_WINDOW_LIMIT = 96            # most elements of a vector path's register window (beyond it the
-                              # unrolled muscle copies make compiles slow and registers spill)
-_LOCAL_RESERVE = 256          # bytes of local memory left for the implementation
 _INT_LIMIT = 2**31 - 1
+_CALL = "(m, *extras, iterations=1, params=None, out_dtype=None)"
 
 
-# -- the shape -------------------------------------------------------------------------------------
+class _NoInput:
+    """The default of a Stencil call's matrix, so that a call without one is a CallError
+    (checked in the call itself: a signature-checking wrapper would cost every tiny call)."""
+
+    def __repr__(self) -> str:
+        return "<the input matrix>"
 
 
-@dataclass(frozen=True)
-class Shape:
-    """How far a stencil reads in each direction (SkelCL's stencil shape).
-
-    ``north``: rows above the cell (negative row offsets), ``south``: rows below, ``west``:
-    columns to the left (negative column offsets), ``east``: columns to the right."""
-
-    north: int = 0
-    south: int = 0
-    east: int = 0
-    west: int = 0
-
-    def __post_init__(self):
-        for name in ("north", "south", "east", "west"):
-            v = getattr(self, name)
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ShapeError(f"Shape: {name} must be a non-negative int, got {v!r}")
-            object.__setattr__(self, name, int(v))
-
-    @classmethod
-    def of(cls, value) -> Shape:
-        """An int (the same reach all four ways) or a Shape."""
-        if isinstance(value, Shape):
-            return value
-        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-            if value < 0:
-                raise ShapeError(f"stencil shape must be >= 0, got {value}")
-            v = int(value)
-            return cls(north=v, south=v, east=v, west=v)
-        raise ShapeError(f"stencil shape must be an int or sk.Shape(north=, south=, east=, "
-                         f"west=), got {value!r}")
-
-    @classmethod
-    def from_bounds(cls, bounds) -> Shape:
-        """The smallest shape holding ((row lo, row hi), (col lo, col hi)) offset bounds."""
-        (rlo, rhi), (clo, chi) = bounds
-        return cls(north=max(0, -int(rlo)), south=max(0, int(rhi)),
-                   west=max(0, -int(clo)), east=max(0, int(chi)))
-
-    def union(self, other: Shape) -> Shape:
-        return Shape(north=max(self.north, other.north), south=max(self.south, other.south),
-                     east=max(self.east, other.east), west=max(self.west, other.west))
-
-    def contains(self, dr: int, dc: int) -> bool:
-        return -self.north <= dr <= self.south and -self.west <= dc <= self.east
-
-    def __str__(self) -> str:
-        return (f"Shape(north={self.north}, south={self.south}, east={self.east}, "
-                f"west={self.west})")
-
-
-def _border_mode(border) -> str:
-    name = str(border).lower() if isinstance(border, str) else border
-    name = _BORDER_ALIASES.get(name, name)
-    if name not in BORDERS:
-        raise ParameterError(f"unknown border mode {border!r}; use one of "
-                             + ", ".join(repr(b) for b in BORDERS) + " (scipy.ndimage names)")
-    return name
-
-
-# -- accessor templates (see stencil_common.cl) ------------------------------------------------
-
-_DIRECT_READ = "(({ctype})SKP_READ_DIRECT({name}, {name}_p, {i0}, {i1}))"
-
-
-def _nb_input(dtype, edge: bool) -> Accessor:
-    """The input neighbourhood: in local memory or global memory, chosen by SKP_LOCAL."""
-    if not edge:
-        return Accessor(dtype, 2, ("SKP_SPACE_NB const {stype}* {name}",
-                                   "const int {name}_p"), _DIRECT_READ, kind="neighbourhood")
-    return Accessor(
-        dtype, 2,
-        ("SKP_SPACE_IN const {stype}* {name}", "const int {name}_p",
-         "const int {name}_r", "const int {name}_c", "const int {name}_rows",
-         "const int {name}_cols"),
-        "(({ctype})SKP_READ_EDGE_IN({name}, {name}_p, {name}_r, {name}_c, {name}_rows, "
-        "{name}_cols, SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood")
-
-
-def _nb_extra(dtype, edge: bool) -> Accessor:
-    """An extra matrix of the input's shape, read around the same cell from global memory."""
-    if not edge:
-        return Accessor(dtype, 2, ("__global const {stype}* {name}",
-                                   "const int {name}_p"), _DIRECT_READ, kind="neighbourhood")
-    return Accessor(
-        dtype, 2,
-        ("__global const {stype}* {name}", "const int {name}_r", "const int {name}_c",
-         "const int {name}_rows", "const int {name}_cols"),
-        "(({ctype})SKP_READ_EDGE({name}, {name}_r, {name}_c, {name}_rows, {name}_cols, "
-        "SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood")
-
-
-@dataclass(frozen=True)
-class _MatrixArg:
-    """An extra matrix of the input's shape (read as a neighbourhood or at the cell)."""
-
-    dtype: np.dtype
-
-
-@dataclass(frozen=True)
-class _VectorArg:
-    """An extra 1-D container, read by index (``w[k]``) like a Map extra."""
-
-    dtype: np.dtype
-
-
-def _cval_literal(value, dtype: np.dtype) -> str:
-    """``value`` as a C constant of ``dtype``'s storage type, exactly."""
-    st = storage_c_type(dtype)
-    dt = storage_dtype(dtype)
-    if dt.kind == "f":
-        v = float(dt.type(value))
-        if math.isnan(v):
-            return f"(({st})NAN)"
-        if math.isinf(v):
-            return f"(({st})({'-' if v < 0 else ''}INFINITY))"
-        return f"(({st})({v.hex()}{'f' if dt == np.float32 else ''}))"
-    v = int(np.asarray(value).astype(dt)[()])
-    bits = v & ((1 << (8 * dt.itemsize)) - 1)
-    return f"(({st})0x{bits:x}UL)"
-
-
-def _check_cval(cval, dtype: np.dtype, what: str, origin: str) -> None:
-    dt = np.dtype(dtype)
-    if dt.kind in "iub":
-        ok = float(cval).is_integer()
-        if ok and dt.kind in "iu":
-            info = np.iinfo(dt)
-            ok = info.min <= int(cval) <= info.max
-        if ok and dt.kind == "b":
-            ok = int(cval) in (0, 1)
-        if not ok:
-            raise DTypeError(f"{origin}: cval={cval!r} cannot be represented in {what}'s dtype "
-                             f"{dt} (border='constant' reads cval as that dtype)")
-
+_NO_INPUT = _NoInput()
 
 # -- the skeleton -------------------------------------------------------------------------------
 
@@ -236,8 +83,11 @@ class Stencil(Skeleton):
     def __init__(self, f, shape: int | Shape | None = None, border: str = "nearest",
                  cval: float = 0, out_dtype=None):
         super().__init__(f, out_dtype=out_dtype)
-        self.shape: Shape | None = None if shape is None else Shape.of(shape)
-        self.border: str = _border_mode(border)
+        try:
+            self.shape: Shape | None = None if shape is None else Shape.of(shape)
+            self.border: str = border_mode(border)
+        except (ShapeError, ParameterError) as exc:
+            raise self._error(type(exc), str(exc)) from None
         if isinstance(cval, (np.generic, np.ndarray)) and np.ndim(cval) == 0:
             cval = cval.item()
         if not isinstance(cval, (bool, int, float)):
@@ -253,31 +103,37 @@ class Stencil(Skeleton):
         return StencilSequence(self, other)
 
     # -- calling -------------------------------------------------------------------------------
-    def __call__(self, m, *extras, iterations: int = 1, params: Mapping | None = None,
-                 out_dtype=None) -> Matrix:
-        """Apply the stencil (``iterations`` times); the result stays on the device."""
+    def __call__(self, m=_NO_INPUT, *extras, iterations: int = 1,
+                 params: Mapping | None = None, out_dtype=None, **unknown) -> Matrix:
+        """Apply the stencil (``iterations`` times) to the Matrix ``m``; the result stays on
+        the device."""
+        if unknown or m is _NO_INPUT:
+            raise self._unexpected(unknown, _CALL) if unknown else CallError(
+                f"{self.origin}: missing the input matrix (the call takes {_CALL})")
         if iterations == 1 and params is None and out_dtype is None:
             fast = self._fast
             if fast is not None:
                 out = fast(m, extras)
                 if out is not None:
                     return out
-        iterations = _check_iterations(self.origin, iterations)
+        iterations = check_iterations(self.origin, iterations)
         forced = self._check_params_arg(params)
         src = self._as_input(m)
-        rt = _rt.current()
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
         bound = self._bind(src, extras, out_dtype)
+        rt, choice = place(self, bound, src, iterations)
         if iterations > 1 or (forced is not None and set(forced) & set(_temporal.NAMES)):
             out = self._iterate_temporal(bound, src, extras, iterations, forced, out_dtype, rt)
             if out is not None:
+                self._chosen(choice, out)
                 return out
         cur, launches = self._single_steps(bound, src, extras, iterations, forced, out_dtype, rt)
-        self.last_launch = _merge_launches(self.kind, launches)
-        if iterations == 1 and forced is None and out_dtype is None:
-            self._fast = _repeat_launcher(self, bound, m, extras, rt)
+        self.last_launch = merge_launches(self.kind, launches)
+        self._chosen(choice, cur)
+        if iterations == 1 and forced is None and out_dtype is None and choice is None:
+            self._fast = repeat_launcher(self, bound, m, extras, rt)
         return cur
 
     def _single_steps(self, bound, src, extras, iterations, forced, out_dtype, rt):
@@ -291,6 +147,7 @@ class Stencil(Skeleton):
             # Ping-pong: write into the buffer that is not being read (never into the input).
             dst = spare if (spare is not None and spare.dtype == step.out_dtype) else None
             if dst is None:
+                check_output(self.origin, src.shape, step.out_dtype, rt)
                 dst = empty_like_shape(src.shape, step.out_dtype, rt)
             spare = cur if cur is not src else None
             step.launch(rt, cur, dst, forced, decided, launches)
@@ -308,7 +165,7 @@ class Stencil(Skeleton):
         if bound.out_dtype != src.dtype:
             cache[key] = (bound.plan, f"the muscle turns {src.dtype} into {bound.out_dtype}")
         if key not in cache:
-            kinds = {ScalarArg: "scalar", _MatrixArg: "matrix", _VectorArg: "vector"}
+            kinds = {ScalarArg: "scalar", MatrixExtra: "matrix", VectorExtra: "vector"}
             shape = bound.plan.shape
             try:
                 tplan = _temporal.TemporalPlan(
@@ -316,7 +173,7 @@ class Stencil(Skeleton):
                     [_temporal.Extra(kinds[type(d)], d.dtype, getattr(d, "weak", False))
                      for d in bound.descs],
                     (shape.north, shape.south, shape.east, shape.west), self.border,
-                    lambda dt: _cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
+                    lambda dt: cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
                     out_dtype=self.out_dtype if out_dtype is None else out_dtype,
                     polish=_unroll_hints)
             except _temporal.Unsupported as exc:
@@ -331,7 +188,7 @@ class Stencil(Skeleton):
                                   f"several steps per pass ({tplan}); leave t out or use t=1")
             out, launches = self._single_steps(bound, src, extras, iterations, None, out_dtype,
                                                rt)
-            self.last_launch = _merge_launches(self.kind, launches)
+            self.last_launch = merge_launches(self.kind, launches)
             return out
         ran: list = []
 
@@ -342,9 +199,21 @@ class Stencil(Skeleton):
             return out, launches
 
         out, launch = _temporal.iterate(tplan, src, iterations, forced, bound.extra_args(rt),
-                                        single_steps, self.origin)
-        self.last_launch = launch if launch is not None else _merge_launches(self.kind, ran)
+                                        single_steps, self.origin, rt)
+        self.last_launch = launch if launch is not None else merge_launches(self.kind, ran)
         return out
+
+    @checked_signature
+    def source(self, m, *extras, params: Mapping | None = None, out_dtype=None) -> str:
+        """The OpenCL C program a call with these arguments builds (see Skeleton.source)."""
+        return super().source(m, *extras, params=params, out_dtype=out_dtype)
+
+    def _describe(self, args, out_dtype=None):
+        src = self._as_input(args[0])
+        bound = self._bind(src, args[1:], out_dtype)
+        rows, cols = src.shape
+        return bound.plan, {"n": float(rows * cols), "rows": float(rows), "cols": float(cols),
+                            "dtype_size": float(bound.plan.in_dtype.itemsize)}
 
     # -- internals -------------------------------------------------------------------------
     def _as_input(self, value) -> Matrix:
@@ -353,15 +222,12 @@ class Stencil(Skeleton):
         if isinstance(value, (bool, int, float, complex, np.generic)):
             raise self._error(DTypeError, "the input is a scalar; a Stencil needs a Matrix "
                               "(or 2-D ndarray) first, then extra arguments")
-        try:
-            c = as_container(value, f"{self.origin}: input")
-        except (DTypeError, ShapeError) as exc:
-            raise type(exc)(str(exc)) from None
+        c = self._container(value, "input")
         if not isinstance(c, Matrix):
             raise self._error(ShapeError, f"a Stencil needs a 2-D Matrix, got {c!r}")
         return c
 
-    def _bind(self, src: Matrix, extras: Sequence, out_dtype) -> _Bound:
+    def _bind(self, src: Matrix, extras: Sequence, out_dtype) -> BoundStencil:
         """The plan and kernel arguments for one input dtype and these extras."""
         descs, values = [], []
         for k, value in enumerate(extras):
@@ -373,27 +239,28 @@ class Stencil(Skeleton):
                     raise self._error(ShapeError, f"extra matrix {k + 1} has shape {v.shape} "
                                       f"but the input has {src.shape}; a stencil's extra "
                                       "matrices are read around the same cell")
-                descs.append(_MatrixArg(v.dtype))
+                descs.append(MatrixExtra(v.dtype))
             else:
-                descs.append(_VectorArg(v.dtype))
+                descs.append(VectorExtra(v.dtype))
             values.append(v)
-        odt = self.out_dtype if out_dtype is None else check_dtype(out_dtype, "out_dtype")
+        odt = self.out_dtype if out_dtype is None else self._dtype_arg(out_dtype)
         big = src.size + 1 >= _INT_LIMIT
         sig = (src.dtype, tuple(descs), odt, big)
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(src.dtype, descs, odt, big)
-        rt = _rt.current()
-        fp64_check(rt, plan.uses_fp64, self.origin)
-        return _Bound(self, plan, descs, values, src.shape)
+        rt = _rt.fixed()
+        if rt is not None:              # in auto mode: checked on the device chosen
+            plan.check_device(rt)
+        return BoundStencil(self, plan, descs, values, src.shape)
 
     def _kinds(self, in_dtype, descs, edge: bool, nb_edge: Sequence[bool] = ()) -> list:
-        kinds = [_nb_input(in_dtype, edge)]
+        kinds = [nb_input(in_dtype, edge)]
         for k, d in enumerate(descs):
             if isinstance(d, ScalarArg):
                 kinds.append(Scalar(d.dtype, weak=d.weak))
-            elif isinstance(d, _MatrixArg):
-                kinds.append(_nb_extra(d.dtype, edge and (not nb_edge or nb_edge[k])))
+            elif isinstance(d, MatrixExtra):
+                kinds.append(nb_extra(d.dtype, edge and (not nb_edge or nb_edge[k])))
             else:
                 kinds.append(global_array(d.dtype, 1))
         return kinds
@@ -411,7 +278,7 @@ class Stencil(Skeleton):
         if self.muscle.n_params != 1:
             return
         try:
-            tm = self.muscle.specialise([_nb_input(np.float32, False)],
+            tm = self.muscle.specialise([nb_input(np.float32, False)],
                                         c_name="skp_muscle_check")
         except (TranslationError, DTypeError):
             return  # may depend on the dtype; the call reports it with the real types
@@ -454,24 +321,24 @@ class Stencil(Skeleton):
                 "sk.Shape(north=, south=, east=, west=))")
         return inferred, False
 
-    def _make_plan(self, in_dtype, descs, out_dtype, big: bool) -> Plan:
+    def _make_plan(self, in_dtype, descs, out_dtype, big: bool) -> StencilPlan:
         self._check_arity(len(descs))
         if self.border == "constant":
-            _check_cval(self.cval, in_dtype, "the input", self.origin)
+            check_cval(self.cval, in_dtype, "the input", self.origin)
         tm_fast = self.muscle.specialise(self._kinds(in_dtype, descs, False),
                                          out_dtype=out_dtype, c_name="skp_muscle_fast")
-        mat_params = [k + 1 for k, d in enumerate(descs) if isinstance(d, _MatrixArg)]
+        mat_params = [k + 1 for k, d in enumerate(descs) if isinstance(d, MatrixExtra)]
         shape, clamp = self._resolve_shape(tm_fast, [0] + mat_params)
         # Extra matrices read only at the cell need no remapping in edge groups.
         nb_edge = []
         bounds_all = getattr(tm_fast, "access_bounds", None) or {}
         for k, d in enumerate(descs):
-            b = _lookup(bounds_all, k + 1) if isinstance(d, _MatrixArg) else None
-            nb_edge.append(isinstance(d, _MatrixArg) and (b is None or b != ((0, 0), (0, 0))))
+            b = _lookup(bounds_all, k + 1) if isinstance(d, MatrixExtra) else None
+            nb_edge.append(isinstance(d, MatrixExtra) and (b is None or b != ((0, 0), (0, 0))))
         edge_extras = any(nb_edge)
         for k, d in enumerate(descs):
             if nb_edge[k] and self.border == "constant":
-                _check_cval(self.cval, d.dtype, f"extra matrix {k + 1}", self.origin)
+                check_cval(self.cval, d.dtype, f"extra matrix {k + 1}", self.origin)
         tm_edge = self.muscle.specialise(self._kinds(in_dtype, descs, True, nb_edge),
                                          out_dtype=out_dtype, c_name="skp_muscle_edge")
         out_dt = tm_fast.out_dtype
@@ -486,7 +353,7 @@ class Stencil(Skeleton):
                 decls.append(f"const {storage_c_type(dt)} {name}")
                 call_fast.append(f"(({c_type(dt)}){name})")
                 call_edge.append(f"(({c_type(dt)}){name})")
-            elif isinstance(d, _MatrixArg):
+            elif isinstance(d, MatrixExtra):
                 decls.append(f"__global const {storage_c_type(d.dtype)}* restrict {name}")
                 call_fast.append(f"{name} + skp_idx, cols")
                 call_edge.append(f"{name}, skp_r, skp_c, rows, cols" if nb_edge[k]
@@ -504,7 +371,6 @@ class Stencil(Skeleton):
         else:
             dr = dc = "((int)(i))"
         header = [
-            "/* generated by skelpy.skeletons.stencil */",
             f"#define SKP_IN_ST {storage_c_type(in_dtype)}",
             f"#define SKP_OUT_ST {storage_c_type(out_dt)}",
             f"#define SKP_N {shape.north}",
@@ -521,17 +387,17 @@ class Stencil(Skeleton):
             "#define SKP_CALL_EDGE skp_muscle_edge(" + ", ".join(call_edge) + ")",
         ]
         for st, dt in cvals.items():
-            header.append(f"#define SKP_CVAL_{st} {_cval_literal(self.cval, dt)}")
+            header.append(f"#define SKP_CVAL_{st} {cval_literal(self.cval, dt)}")
         header.append(f"#define SKP_CVAL_IN SKP_CVAL_{storage_c_type(in_dtype)}")
 
-        uses_fp64 = (tm_fast.uses_fp64 or tm_edge.uses_fp64 or np.dtype(in_dtype) == np.float64
-                     or out_dt == np.float64
-                     or any(getattr(d, "dtype", None) == np.float64 for d in descs
-                            if not isinstance(d, ScalarArg)))
-        pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if uses_fp64 else ""
-        source = (pragma + "\n".join(header) + "\n" + _rt.read_kernel("stencil_common.cl")
-                  + "\n" + _muscle_sources(tm_fast, tm_edge)
-                  + "\n" + _rt.read_kernel("stencil.cl"))
+        source = (SourceBuilder("stencil")
+                  .header(header)
+                  .file("stencil_common.cl")
+                  .part(_muscle_sources(tm_fast, tm_edge), muscles=(tm_fast, tm_edge))
+                  .file("stencil.cl")
+                  .data(in_dtype, out_dt, *(d.dtype for d in descs
+                                            if not isinstance(d, ScalarArg)))
+                  .build(("skelpy_stencil",)))
         features = feature_dict(tm_fast)
         features.update({
             "north": float(shape.north), "south": float(shape.south),
@@ -542,15 +408,10 @@ class Stencil(Skeleton):
             "in_dtype_size": float(np.dtype(in_dtype).itemsize),
             "out_dtype_size": float(out_dt.itemsize),
         })
-        plan = Plan(source=source, kernel_name="skelpy_stencil", kernel_key=source_key(source),
-                    out_dtype=out_dt, typed=(tm_fast, tm_edge), features=features,
-                    space_factory=None, macros=_macros)
-        plan.uses_fp64 = uses_fp64
-        plan.shape = shape
-        plan.in_dtype = np.dtype(in_dtype)
-        plan.tile_itemsize = storage_dtype(in_dtype).itemsize
-        plan.space_factory = lambda rt, plan=plan: _space(rt, plan)
-        return plan
+        return StencilPlan(source=source, out_dtype=out_dt, muscles=(tm_fast, tm_edge),
+                           features=features, origin=self.origin, shape=shape,
+                           in_dtype=np.dtype(in_dtype),
+                           tile_itemsize=storage_dtype(in_dtype).itemsize)
 
 
 def _access_line(tm, param: int, bad) -> str | None:
@@ -610,278 +471,6 @@ def _unroll_hints(tm) -> str:
     return tm.with_unroll_pragmas(unroll)
 
 
-def _macros(point: Mapping) -> tuple[str, ...]:
-    return (f"-DSKP_LOCAL={int(point['local'])}", f"-DSKP_CR={int(point['cr'])}",
-            f"-DSKP_CC={int(point['cc'])}", f"-DSKP_VEC={int(point.get('vec', 1))}")
-
-
-def window_elements(shape: Shape, point: Mapping) -> int:
-    """Size of the vector path's per-work-item register window."""
-    return ((shape.north + int(point["cr"]) + shape.south)
-            * (shape.west + int(point["vec"]) + shape.east))
-
-
-def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
-    """Local memory one work-group needs for its tile plus halo."""
-    rows = int(point["wg_r"]) * int(point["cr"]) + plan_shape.north + plan_shape.south
-    cols = int(point["wg_c"]) * int(point["cc"]) + plan_shape.west + plan_shape.east
-    return rows * cols * itemsize
-
-
-def _space(rt: _rt.Runtime, plan: Plan) -> ParamSpace:
-    """The legal launch points of this stencil kernel on this device."""
-    dev = rt.device
-    kmax_cache: dict[int, int] = {}
-
-    def kmax(local: int) -> int:
-        # CL_KERNEL_WORK_GROUP_SIZE needs a built program: build each variant only when a
-        # point of it is first asked about (a program build costs ~0.5 s on PoCL).
-        if local not in kmax_cache:
-            k = plan.kernel(rt, {"local": local, "cr": 1, "cc": 1, "vec": 1})
-            kmax_cache[local] = min(dev.max_work_group_size, rt.kernel_max_work_group_size(k))
-            plan.kernel_max_wg = max(kmax_cache.values())
-        return kmax_cache[local]
-
-    items = dev.max_work_item_sizes
-    max_c = items[0] if items else dev.max_work_group_size
-    max_r = items[1] if len(items) > 1 else 1
-    local_budget = dev.local_mem_size - _LOCAL_RESERVE
-    shape, itemsize = plan.shape, plan.tile_itemsize
-
-    def legal(p) -> bool:
-        wr, wc, cr, cc, local = (int(p["wg_r"]), int(p["wg_c"]), int(p["cr"]), int(p["cc"]),
-                                 int(p["local"]))
-        vec = p["vec"]
-        if local not in (0, 1) or p["local"] not in (0, 1) or min(cr, cc) < 1 \
-                or vec not in VEC_VALUES:
-            return False
-        # the vector path reads global memory into registers: no local tile, no column
-        # coarsening beyond the vector, and a window small enough to stay in registers
-        if vec > 1 and (local or cc != 1 or window_elements(shape, p) > _WINDOW_LIMIT):
-            return False
-        if wr == 0 and wc == 0:           # the runtime chooses (forced only): no local tile
-            return not local
-        if min(wr, wc) < 1:
-            return False
-        if wr > max_r or wc > max_c or wr * wc > dev.max_work_group_size:
-            return False
-        if local and tile_bytes(shape, itemsize, p) > local_budget:
-            return False
-        return wr * wc <= kmax(local)
-
-    params = [
-        Param("wg_r", tuple(v for v in WG_R_VALUES if v <= max_r), doc="work-group rows"),
-        Param("wg_c", tuple(v for v in WG_C_VALUES if v <= max_c), doc="work-group columns"),
-        Param("cr", CR_VALUES, doc="cells per work-item along rows"),
-        Param("cc", CC_VALUES, doc="cells per work-item along columns"),
-        Param("local", (0, 1), numeric=False, doc="1: stage tile + halo in local memory"),
-        # On CPUs the vector path can be forced but is not tuned over: on PoCL it measured
-        # 1.4x faster for a Gaussian 5x5 yet 1.4x slower for the 5-point stencil, the model
-        # shipped for PoCL predates it, and the larger space slowed decisions (0.9 vs 0.55 ms).
-        Param("vec", VEC_VALUES if dev.kind == "gpu" else (1,),
-              doc="columns per work-item read and written as one vector"),
-    ]
-    space = ParamSpace(params, _default_point(dev, plan.features), legal,
-                       extra_values_ok=("wg_r", "wg_c", "cr", "cc", "vec"))
-    if not space.is_legal(space.default):
-        nearest = space.nearest(space.default)
-        if nearest is not None:
-            space.default = nearest
-    return space
-
-
-# Neighbours read per cell above which a stencil counts as compute-heavy. A GPU's local tile
-# pays off later than a CPU's narrow groups: on an H200 at 4096^2 the tile ran a 5x5 LoG (13
-# reads) in 106.7 us against the light default's 42.1 us (issue 18) and a 5x5 Gaussian (26
-# reads) in 0.150 ms against 0.104 ms without it, and won only for the 11x11 Gaussian (121);
-# on PoCL the narrow heavy groups ran the same LoG 1.5-2x faster than the light default.
-_HEAVY_READS = {"gpu": 48, "cpu": 12}
-
-
-def _default_point(dev, features: Mapping[str, float]) -> dict:
-    """A good first guess before the tuner knows better, measured with
-    ``benchmarks/bench_stencil.py`` (``--bandwidth-sweep`` and the "skelpy best" sweeps).
-
-    Light stencils (a few reads per cell) are memory-bound: on an H200, 4x64 work-items each
-    computing 2 rows by a 2-vector from a register window reach 83% / 95% / 95% of a same-size
-    copy at 2048^2 / 4096^2 / 8192^2 (the scalar 2x128 with 2x2 cells: 73-85%); on PoCL 4x64
-    without coarsening is best. Heavy stencils (a Gaussian 11x11 reads all 121 neighbours)
-    re-read each input many times: the H200 then wants the local-memory tile (8x32, 2 rows per
-    item, up to 6x faster than the light default), PoCL narrow 4x16 groups with 2 rows per item
-    (3x); a CPU never gains from the local tile (there is no faster memory to stage into)."""
-    reads = float(features.get("reads_dyn", features.get("reads", 0.0)))
-    area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
-            * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
-    # many reads that cover much of the neighbourhood: a sparse far-reaching stencil (Table
-    # 6.3's synthetic 1/10/30/30) gains nothing from staging its large halo
-    heavy = reads > _HEAVY_READS["gpu" if dev.kind == "gpu" else "cpu"] and reads >= 0.25 * area
-    if dev.kind == "gpu":
-        if heavy:
-            return {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
-        return {"wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
-    if heavy:
-        return {"wg_r": 4, "wg_c": 16, "cr": 2, "cc": 1, "local": 0, "vec": 1}
-    return {"wg_r": 4, "wg_c": 64, "cr": 1, "cc": 1, "local": 0, "vec": 1}
-
-
-# -- launching ------------------------------------------------------------------------------------
-
-
-def _repeat_launcher(skel: Stencil, bound: _Bound, m, extras, rt):
-    """A launcher for repeats of a one-step call (``u = step(u)`` in a loop): same runtime,
-    input Matrix dtype and shape, the same kinds of extras and a settled tuner decision
-    (``tuner.ticket_valid``); it skips binding, plan and tuner look-ups. None when the call
-    does not qualify; the launcher itself returns None for anything unexpected, and the
-    full path runs instead (as for Map, see elementwise._Elementwise._make_fast)."""
-    last = bound.last
-    if last is None or last["ticket"] is None or type(m) is not Matrix:
-        return None
-    tm = bound.plan.typed[0]
-    specs = []
-    for k, v in enumerate(extras):
-        if isinstance(v, (Matrix, Vector)):
-            specs.append((type(v), v.dtype, v.shape, None))
-        elif type(v) in (bool, int, float) or isinstance(v, np.generic):
-            specs.append((type(v), None, None,
-                          scalar_converter(v, tm.scalar_dtypes, k + 1, skel.origin)))
-        else:
-            return None
-    template = list(last["args"])
-    first_extra = len(template) - len(bound.extra_args(rt))
-    shape, in_dt, odt = bound.shape, m.dtype, bound.out_dtype
-    nbytes = shape[0] * shape[1] * odt.itemsize
-    kernel, gsize, lsize = last["kernel"], last["g"], last["l"]
-    point, ticket = last["point"], last["ticket"]
-    ticket_valid = tuner.ticket_valid
-
-    def fast(m, call_extras):
-        if type(m) is not Matrix or m.shape != shape or m.dtype != in_dt \
-                or len(call_extras) != len(specs) or _rt.current() is not rt \
-                or not ticket_valid(ticket):
-            return None
-        argv = template[:first_extra]
-        try:
-            for v, (typ, dt, shp, conv) in zip(call_extras, specs):
-                if type(v) is not typ:
-                    return None
-                if conv is not None:
-                    argv.append(conv(v))
-                    continue
-                if v.dtype != dt or (typ is Matrix and v.shape != shp):
-                    return None
-                argv.append(v.device_buffer(rt))
-                if typ is Vector:
-                    argv.append(np.int64(v.shape[0]))
-        except (OverflowError, ValueError, TypeError):
-            return None
-        argv[0] = buf = rt.allocate(nbytes)
-        argv[1] = m.device_buffer(rt)
-        dst = Matrix.from_device(buf, shape, odt, rt)
-        return dst if skel._relaunch(rt, kernel, gsize, lsize, argv, point) else None
-
-    return fast
-
-
-class _Bound:
-    """One stencil call's plan with its extra arguments, ready to launch on any buffers."""
-
-    def __init__(self, skel: Stencil, plan: Plan, descs, values, shape):
-        self.skel = skel
-        self.plan = plan
-        self.descs = descs
-        self.values = values
-        self.shape = shape
-        self.out_dtype = plan.out_dtype
-        self._extra_args = None
-        self.last: dict | None = None      # the latest tuned launch (see _repeat_launcher)
-
-    def extra_args(self, rt) -> list:
-        if self._extra_args is None:
-            tm = self.plan.typed[0]
-            out = []
-            for k, (d, v) in enumerate(zip(self.descs, self.values)):
-                if isinstance(d, ScalarArg):
-                    out.append(scalar_value(v, tm.scalar_dtypes.get(k + 1, d.dtype)))
-                elif isinstance(d, _MatrixArg):
-                    out.append(v.device_buffer(rt))
-                else:
-                    out.append(v.device_buffer(rt))
-                    out.append(np.int64(v.shape[0]))
-            self._extra_args = out
-        return self._extra_args
-
-    def launch(self, rt, src: Matrix, dst: Matrix, forced, decided: dict,
-               launches: list, key=None) -> None:
-        """Run src -> dst; parameters are decided by the tuner on the first launch of this
-        plan (``decided`` remembers them) and reused after, so iterations cost one enqueue."""
-        plan, skel = self.plan, self.skel
-        rows, cols = self.shape
-        if rows * cols == 0:
-            dst.mark_device_written()
-            launches.append(_rt.Launch(skel.kind, {}, (0, 0), None, source="empty"))
-            return
-        fixed = [dst.device_buffer(rt), src.device_buffer(rt), np.int32(rows), np.int32(cols)]
-        extra = self.extra_args(rt)
-        info: dict = {}
-
-        def run(point):
-            wr, wc, cr = int(point["wg_r"]), int(point["wg_c"]), int(point["cr"])
-            cc = int(point["vec"]) if int(point["vec"]) > 1 else int(point["cc"])
-            if wr == 0 and wc == 0:       # the OpenCL runtime chooses (local_size=None)
-                gsize, lsize = (-(-cols // cc), -(-rows // cr)), None
-            else:
-                gsize = (-(-cols // (wc * cc)) * wc, -(-rows // (wr * cr)) * wr)
-                lsize = (wc, wr)
-            args = list(fixed)
-            if int(point["local"]):
-                args.append(_local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
-            args.extend(extra)
-            kernel = plan.kernel(rt, point)
-            info["g"], info["l"], info["args"], info["kernel"] = gsize, lsize, args, kernel
-            ev = rt.launch(kernel, gsize, lsize, args, params=point, skeleton=skel.kind)
-            return dst, [ev]
-
-        key = (key, id(plan))
-        if key in decided:
-            point = decided[key]
-            _, events = run(point)
-            launches.append(_rt.Launch(skel.kind, dict(point), info["g"], info["l"], events,
-                                       source="repeat"))
-        else:
-            dataset = {"n": float(rows * cols), "rows": float(rows), "cols": float(cols),
-                       "dtype_size": float(plan.in_dtype.itemsize)}
-            outcome = skel._run_tuned(plan, rt, dataset, forced, run)
-            decided[key] = dict(outcome.params)
-            self.last = dict(info, point=outcome.params, ticket=outcome.ticket)
-            launches.append(_rt.Launch(skel.kind, dict(outcome.params), info["g"], info["l"],
-                                       list(outcome.events), list(outcome.refused),
-                                       outcome.source))
-        dst.mark_device_written()
-
-
-def _local_memory(nbytes: int) -> cl.LocalMemory:
-    return cl.LocalMemory(max(int(nbytes), 1))
-
-
-def _merge_launches(kind: str, launches: list) -> _rt.Launch:
-    """One Launch describing a whole call (all iterations): the first launch's parameters
-    and sizes, every event, every refusal."""
-    first = launches[0]
-    events = [e for ln in launches for e in ln.events]
-    refused = [r for ln in launches for r in ln.refused]
-    merged = _rt.Launch(kind, dict(first.params), first.global_size, first.local_size, events,
-                        refused, first.source)
-    merged.iterations = len(launches)
-    return merged
-
-
-def _check_iterations(origin: str, iterations) -> int:
-    if isinstance(iterations, (bool, np.bool_)) or not isinstance(iterations, (int, np.integer)) \
-            or iterations < 0:
-        raise ParameterError(f"{origin}: iterations must be an int >= 0, got {iterations!r}")
-    return int(iterations)
-
-
 # -- sequences ----------------------------------------------------------------------------------
 
 
@@ -925,35 +514,38 @@ class StencilSequence:
     def origin(self) -> str:
         return "StencilSequence(" + ", ".join(s.muscle.origin for s in self.stages) + ")"
 
+    @checked_signature
     def __call__(self, m, *extras, iterations: int = 1,
                  params: Mapping | Sequence[Mapping | None] | None = None) -> Matrix:
         """Run every stage in order (``iterations`` times); the result stays on the device.
 
         ``params``: one dict for every stage, or a list with one dict (or None) per stage."""
-        iterations = _check_iterations(self.origin, iterations)
+        iterations = check_iterations(self.origin, iterations)
         stage_params = self._stage_params(params)
         src = self.stages[0]._as_input(m)
-        rt = _rt.current()
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
+        # one device for the whole sequence, placed as the first stage run len(stages) times
+        first = self.stages[0]
+        rt, choice = place(first, self._bind_stage(0, src, extras), src,
+                           iterations * len(self.stages))
         per_stage: list[list] = [[] for _ in self.stages]
         decided: dict = {}
         cur = src
         for _ in range(iterations):
             for i, stage in enumerate(self.stages):
-                n_extra = max(stage.muscle.n_params - 1, 0)
-                if n_extra > len(extras):
-                    raise ShapeError(f"{stage.origin}: stage {i} takes {n_extra} extra "
-                                     f"argument(s) but the sequence was given {len(extras)}")
-                bound = stage._bind(cur, extras[:n_extra], None)
+                bound = self._bind_stage(i, cur, extras)
+                if choice is not None:
+                    bound.plan.check_device(rt)
+                check_output(stage.origin, src.shape, bound.out_dtype, rt)
                 dst = empty_like_shape(src.shape, bound.out_dtype, rt)
                 bound.launch(rt, cur, dst, stage._check_params_arg(stage_params[i]), decided,
                              per_stage[i], key=i)
                 cur = dst
         self.last_launches = []
         for stage, launches in zip(self.stages, per_stage):
-            stage.last_launch = _merge_launches(stage.kind, launches)
+            stage.last_launch = merge_launches(stage.kind, launches)
             self.last_launches.append(stage.last_launch)
         events = [e for ln in self.last_launches for e in ln.events]
         refused = [r for ln in self.last_launches for r in ln.refused]
@@ -963,7 +555,37 @@ class StencilSequence:
             last.global_size, last.local_size, events, refused,
             "+".join(sorted({ln.source for ln in self.last_launches})))
         self.last_launch.iterations = iterations
+        if choice is not None:
+            self.last_launch.choice = choice
+            first._chosen(choice, cur)
         return cur
+
+    @checked_signature
+    def source(self, m, *extras, params: Mapping | Sequence[Mapping | None] | None = None
+               ) -> str:
+        """The OpenCL C programs a call with these arguments builds, one per stage in order,
+        each as ``Stencil.source`` shows it (after a comment naming the stage)."""
+        stage_params = self._stage_params(params)
+        src = self.stages[0]._as_input(m)
+        rt = _rt.current()
+        texts = []
+        cur = src
+        for i, stage in enumerate(self.stages):
+            bound = self._bind_stage(i, cur, extras)
+            n_extra = len(bound.values)
+            texts.append(f"/* stage {i}: {stage.origin} */\n"
+                         + stage.source(cur, *extras[:n_extra], params=stage_params[i]))
+            # the next stage reads this one's output: only its dtype and shape matter here
+            cur = Matrix.from_device(None, src.shape, bound.out_dtype, rt)
+        return "\n".join(texts)
+
+    def _bind_stage(self, i: int, cur: Matrix, extras: Sequence) -> BoundStencil:
+        stage = self.stages[i]
+        n_extra = max(stage.muscle.n_params - 1, 0)
+        if n_extra > len(extras):
+            raise ShapeError(f"{stage.origin}: stage {i} takes {n_extra} extra "
+                             f"argument(s) but the sequence was given {len(extras)}")
+        return stage._bind(cur, extras[:n_extra], None)
 
     def _stage_params(self, params) -> list:
         n = len(self.stages)

@@ -19,7 +19,6 @@ the iterations in passes, the last pass taking the remainder.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import ParameterError
 from ..muscle import Accessor, Muscle, Scalar, TypedMuscle, global_array
 from ..tuner.space import Param, ParamSpace
+from .kernel_source import SourceBuilder
 
 __all__ = ["Extra", "Geometry", "TemporalPlan", "Unsupported", "T_VALUES", "NAMES", "iterate"]
 
@@ -237,11 +237,15 @@ class TemporalPlan:
         for st, dt in cvals.items():
             header.append(f"#define SKP_CVAL_{st} {cval_literal(dt)}")
         header.append(f"#define SKP_CVAL_IN SKP_CVAL_{storage_c_type(dtype)}")
-        pragma = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if self.uses_fp64 else ""
         muscle_src = "\n".join(tm.source if polish is None else polish(tm) for tm in typed)
-        self.source = (pragma + "\n".join(header) + "\n" + _rt.read_kernel("stencil_common.cl")
-                       + "\n" + muscle_src + "\n" + _rt.read_kernel("stencil_temporal.cl"))
-        self.kernel_key = hashlib.sha1(self.source.encode()).hexdigest()[:16]
+        built = (SourceBuilder("stencil_temporal")
+                 .header(header[1:])
+                 .file("stencil_common.cl")
+                 .part(muscle_src, muscles=typed)
+                 .file("stencil_temporal.cl")
+                 .data(dtype, *(e.dtype for e in self.extras if e.kind != "scalar"))
+                 .build((self.kernel_name,)))
+        self.source, self.kernel_key = built.text, built.key
         self.itemsize = storage_dtype(dtype).itemsize
         self.features = {k: float(v) for k, v in getattr(typed[0], "features", {}).items()}
         self.features.update({
@@ -430,12 +434,13 @@ _SINGLE = {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring
 
 def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | None,
             extra_args: Sequence, single_steps: Callable[[], tuple[Matrix, list]],
-            origin: str) -> tuple[Matrix, _rt.Launch | None]:
+            origin: str, rt: _rt.Runtime | None = None) -> tuple[Matrix, _rt.Launch | None]:
     """``iterations`` steps of the stencil from ``src``, t per pass as the tuner (or
     ``forced``) decides; ``t = 1`` calls ``single_steps()``, which returns (result, its
     Launch records) from today's single-step path. Returns (result, the Launch describing
-    the passes, or None when single steps ran)."""
-    rt = _rt.current()
+    the passes, or None when single steps ran). ``rt``: the runtime the call runs on
+    (default: the current one; in auto mode the one the cost model chose)."""
+    rt = rt or _rt.current()
     rows, cols = src.shape
     note: dict = {}
     if forced and forced.get("t") == 1:       # single steps: the tile does not apply

@@ -1,0 +1,235 @@
+"""A stencil's kernel for one signature: :class:`StencilPlan`, its launch space and the
+accessor templates through which the muscle reads its neighbourhoods.
+
+Launch parameters: work-group rows x cols (``wg_r``, ``wg_c``), cells per work-item along rows
+and columns (``cr``, ``cc``), ``local`` (stage tile + halo in local memory) and ``vec`` (2 or 4:
+a block of ``cr`` rows by ``vec`` columns per work-item from a register window). The legal points
+respect the device's work-group and local-memory limits and :data:`~.limits.MAX_CELLS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import runtime as _rt
+from ..muscle.params import Accessor
+from ..tuner.space import Param, ParamSpace
+from .limits import MAX_CELLS, Legality, Rule, at_least, one_of
+from .plan import Plan
+from .stencil_shape import Shape
+
+WG_R_VALUES = (1, 2, 4, 8, 16, 32, 64)
+WG_C_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+CR_VALUES = (1, 2, 4, 8)
+CC_VALUES = (1, 2, 4)
+VEC_VALUES = (1, 2, 4)
+WINDOW_LIMIT = 96             # most elements of a vector path's register window (beyond it the
+                              # unrolled muscle copies make compiles slow and registers spill)
+LOCAL_RESERVE = 256           # bytes of local memory left for the implementation
+
+# -- accessor templates (see stencil_common.cl) ------------------------------------------------
+
+_DIRECT_READ = "(({ctype})SKP_READ_DIRECT({name}, {name}_p, {i0}, {i1}))"
+
+
+def nb_input(dtype, edge: bool) -> Accessor:
+    """The input neighbourhood: in local memory or global memory, chosen by SKP_LOCAL."""
+    if not edge:
+        return Accessor(dtype, 2, ("SKP_SPACE_NB const {stype}* {name}",
+                                   "const int {name}_p"), _DIRECT_READ, kind="neighbourhood")
+    return Accessor(
+        dtype, 2,
+        ("SKP_SPACE_IN const {stype}* {name}", "const int {name}_p",
+         "const int {name}_r", "const int {name}_c", "const int {name}_rows",
+         "const int {name}_cols"),
+        "(({ctype})SKP_READ_EDGE_IN({name}, {name}_p, {name}_r, {name}_c, {name}_rows, "
+        "{name}_cols, SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood")
+
+
+def nb_extra(dtype, edge: bool) -> Accessor:
+    """An extra matrix of the input's shape, read around the same cell from global memory."""
+    if not edge:
+        return Accessor(dtype, 2, ("__global const {stype}* {name}",
+                                   "const int {name}_p"), _DIRECT_READ, kind="neighbourhood")
+    return Accessor(
+        dtype, 2,
+        ("__global const {stype}* {name}", "const int {name}_r", "const int {name}_c",
+         "const int {name}_rows", "const int {name}_cols"),
+        "(({ctype})SKP_READ_EDGE({name}, {name}_r, {name}_c, {name}_rows, {name}_cols, "
+        "SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood")
+
+
+@dataclass(frozen=True)
+class MatrixExtra:
+    """An extra matrix of the input's shape (read as a neighbourhood or at the cell)."""
+
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class VectorExtra:
+    """An extra 1-D container, read by index (``w[k]``) like a Map extra."""
+
+    dtype: np.dtype
+
+# -- the plan ------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class StencilPlan(Plan):
+    """A stencil's kernel for one signature (input dtype, extras, output dtype, index width)."""
+
+    shape: Shape                      # the reach the kernel stages and checks
+    in_dtype: np.dtype
+    tile_itemsize: int                # bytes of one staged input element
+
+    def macros(self, point: Mapping) -> tuple[str, ...]:
+        return (f"-DSKP_LOCAL={int(point['local'])}", f"-DSKP_CR={int(point['cr'])}",
+                f"-DSKP_CC={int(point['cc'])}", f"-DSKP_VEC={int(point.get('vec', 1))}")
+
+    def local_bytes(self, point: Mapping) -> int:
+        return tile_bytes(self.shape, self.tile_itemsize, point) if int(point["local"]) else 0
+
+    def make_space(self, rt: _rt.Runtime) -> tuple[ParamSpace, Legality]:
+        """The legal launch points of this stencil kernel on ``rt``'s device."""
+        dev = rt.device
+        kmax_cache: dict[int, int] = {}
+
+        def kmax(local: int) -> int:
+            # CL_KERNEL_WORK_GROUP_SIZE needs a built program: build each variant only when a
+            # point of it is first asked about (a program build costs ~0.5 s on PoCL).
+            if local not in kmax_cache:
+                k = self.kernel(rt, {"local": local, "cr": 1, "cc": 1, "vec": 1})
+                kmax_cache[local] = min(dev.max_work_group_size,
+                                        rt.kernel_max_work_group_size(k))
+            return kmax_cache[local]
+
+        items = dev.max_work_item_sizes
+        max_c = items[0] if items else dev.max_work_group_size
+        max_r = items[1] if len(items) > 1 else 1
+        budget = dev.local_mem_size - LOCAL_RESERVE
+        shape, itemsize = self.shape, self.tile_itemsize
+
+        def sized(p) -> bool:             # not the runtime's choice (wg_r = wg_c = 0)
+            return not (int(p["wg_r"]) == 0 and int(p["wg_c"]) == 0)
+
+        def vector(p) -> bool:
+            return int(p["vec"]) > 1
+
+        rules = Legality([
+            one_of("local", (0, 1)),
+            at_least("cr", 1),
+            at_least("cc", 1),
+            one_of("vec", VEC_VALUES),
+            Rule(lambda p: int(p["cr"]) * max(int(p["cc"]), int(p["vec"])) <= MAX_CELLS,
+                 lambda p: f"cr={p['cr']} x cc={p['cc']} (or vec={p['vec']}) cells per "
+                           f"work-item is over skelpy's maximum MAX_CELLS ({MAX_CELLS}; the "
+                           "cell loops are unrolled: build time grows with them)"),
+            # the vector path reads global memory into registers: no local tile, no column
+            # coarsening beyond the vector, and a window small enough to stay in registers
+            Rule(lambda p: not vector(p) or not int(p["local"]),
+                 lambda p: f"vec={p['vec']} reads global memory into registers: it excludes "
+                           "local=1"),
+            Rule(lambda p: not vector(p) or int(p["cc"]) == 1,
+                 lambda p: f"vec={p['vec']} computes vec columns per work-item: cc must be 1"),
+            Rule(lambda p: not vector(p) or window_elements(shape, p) <= WINDOW_LIMIT,
+                 lambda p: f"the vector path's register window of {window_elements(shape, p)} "
+                           f"elements (cr={p['cr']}, vec={p['vec']}, reach {shape}) is over "
+                           f"{WINDOW_LIMIT}"),
+            Rule(lambda p: sized(p) or not int(p["local"]),
+                 lambda p: "wg_r=wg_c=0 (the OpenCL runtime chooses the work-group) has no "
+                           "local tile: local must be 0"),
+            Rule(lambda p: not sized(p) or min(int(p["wg_r"]), int(p["wg_c"])) >= 1,
+                 lambda p: f"work-group wg_r={p['wg_r']} x wg_c={p['wg_c']}: both must be "
+                           ">= 1 (or both 0: the OpenCL runtime chooses)"),
+            Rule(lambda p: not sized(p) or (int(p["wg_r"]) <= max_r and int(p["wg_c"]) <= max_c),
+                 lambda p: f"work-group wg_r={p['wg_r']} x wg_c={p['wg_c']} is over "
+                           f"{dev.name}'s work-item sizes ({max_r} rows, {max_c} columns)"),
+            Rule(lambda p: not sized(p)
+                 or int(p["wg_r"]) * int(p["wg_c"]) <= dev.max_work_group_size,
+                 lambda p: f"work-group size wg_r x wg_c = "
+                           f"{int(p['wg_r']) * int(p['wg_c'])} is over {dev.name}'s maximum "
+                           f"{dev.max_work_group_size}"),
+            Rule(lambda p: not sized(p) or not int(p["local"])
+                 or tile_bytes(shape, itemsize, p) <= budget,
+                 lambda p: f"local=1 stages a tile of {tile_bytes(shape, itemsize, p)} bytes; "
+                           f"{dev.name} has {dev.local_mem_size} bytes of local memory "
+                           f"({budget} after {LOCAL_RESERVE} reserved)"),
+            Rule(lambda p: not sized(p)
+                 or int(p["wg_r"]) * int(p["wg_c"]) <= kmax(int(p["local"])),
+                 lambda p: f"work-group size wg_r x wg_c = "
+                           f"{int(p['wg_r']) * int(p['wg_c'])} is over the compiled kernel's "
+                           f"maximum {kmax(int(p['local']))} (CL_KERNEL_WORK_GROUP_SIZE)"),
+        ])
+
+        params = [
+            Param("wg_r", tuple(v for v in WG_R_VALUES if v <= max_r), doc="work-group rows"),
+            Param("wg_c", tuple(v for v in WG_C_VALUES if v <= max_c),
+                  doc="work-group columns"),
+            Param("cr", CR_VALUES, doc="cells per work-item along rows"),
+            Param("cc", CC_VALUES, doc="cells per work-item along columns"),
+            Param("local", (0, 1), numeric=False, doc="1: stage tile + halo in local memory"),
+            # On CPUs the vector path can be forced but is not tuned over: on PoCL it measured
+            # 1.4x faster for a Gaussian 5x5 yet 1.4x slower for the 5-point stencil, the model
+            # shipped for PoCL predates it, and the larger space slowed decisions (0.9 vs 0.55
+            # ms).
+            Param("vec", VEC_VALUES if dev.kind == "gpu" else (1,),
+                  doc="columns per work-item read and written as one vector"),
+        ]
+        space = ParamSpace(params, default_point(dev, self.features), rules,
+                           extra_values_ok=("wg_r", "wg_c", "cr", "cc", "vec"))
+        if not space.is_legal(space.default):
+            nearest = space.nearest(space.default)
+            if nearest is not None:
+                space.default = nearest
+        return space, rules
+
+
+def window_elements(shape: Shape, point: Mapping) -> int:
+    """Size of the vector path's per-work-item register window."""
+    return ((shape.north + int(point["cr"]) + shape.south)
+            * (shape.west + int(point["vec"]) + shape.east))
+
+
+def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
+    """Local memory one work-group needs for its tile plus halo."""
+    rows = int(point["wg_r"]) * int(point["cr"]) + plan_shape.north + plan_shape.south
+    cols = int(point["wg_c"]) * int(point["cc"]) + plan_shape.west + plan_shape.east
+    return rows * cols * itemsize
+
+
+# Neighbours read per cell above which a stencil counts as compute-heavy. A GPU's local tile
+# pays off later than a CPU's narrow groups: on an H200 at 4096^2 the tile ran a 5x5 LoG (13
+# reads) in 106.7 us against the light default's 42.1 us (issue 18) and a 5x5 Gaussian (26
+# reads) in 0.150 ms against 0.104 ms without it, and won only for the 11x11 Gaussian (121);
+# on PoCL the narrow heavy groups ran the same LoG 1.5-2x faster than the light default.
+HEAVY_READS = {"gpu": 48, "cpu": 12}
+
+
+def default_point(dev, features: Mapping[str, float]) -> dict:
+    """A good first guess before the tuner knows better, measured with
+    ``benchmarks/bench_stencil.py`` (``--bandwidth-sweep`` and the "skelpy best" sweeps).
+
+    Light stencils (a few reads per cell) are memory-bound: on an H200, 4x64 work-items each
+    computing 2 rows by a 2-vector from a register window reach 83% / 95% / 95% of a same-size
+    copy at 2048^2 / 4096^2 / 8192^2 (the scalar 2x128 with 2x2 cells: 73-85%); on PoCL 4x64
+    without coarsening is best. Heavy stencils (a Gaussian 11x11 reads all 121 neighbours)
+    re-read each input many times: the H200 then wants the local-memory tile (8x32, 2 rows per
+    item, up to 6x faster than the light default), PoCL narrow 4x16 groups with 2 rows per item
+    (3x); a CPU never gains from the local tile (there is no faster memory to stage into)."""
+    reads = float(features.get("reads_dyn", features.get("reads", 0.0)))
+    area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
+            * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
+    # many reads that cover much of the neighbourhood: a sparse far-reaching stencil (Table
+    # 6.3's synthetic 1/10/30/30) gains nothing from staging its large halo
+    heavy = reads > HEAVY_READS["gpu" if dev.kind == "gpu" else "cpu"] and reads >= 0.25 * area
+    if dev.kind == "gpu":
+        if heavy:
+            return {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
+        return {"wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
+    if heavy:
+        return {"wg_r": 4, "wg_c": 16, "cr": 2, "cc": 1, "local": 0, "vec": 1}
+    return {"wg_r": 4, "wg_c": 64, "cr": 1, "cc": 1, "local": 0, "vec": 1}
