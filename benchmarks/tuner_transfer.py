@@ -320,7 +320,10 @@ def main_new_device(args) -> int:
     minutes = args.minutes if args.minutes is not None else budget.DEFAULT_MINUTES[kind]
     kit = synthetic.Toolkit.from_modules(skeletons, containers)
     t0 = time.perf_counter()
-    rep = budget.run(kit, dev, minutes=minutes, train=False, progress=print)
+    # training (below, on the shipped data without the held-out kernels) has its share of
+    # the budget, as in `skelpy tune`
+    rep = budget.run(kit, dev, minutes=minutes, train=False, keep_for_training=True,
+                     progress=print)
     tstore.get_store().flush(timeout=30)
     t_train = time.perf_counter()
     tuned = zero_shot.train(tstore.get_store(), dev.key, shipped=shipped_minus, base=zs_model)

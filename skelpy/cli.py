@@ -7,7 +7,8 @@
     skelpy tune --train-only               retrain the models from the stored measurements
     skelpy tune --export FILE              also write this device's measurements as a
                                            training-data file (data only, compressed)
-    skelpy tune --synthetic N --minutes M  sweep N synthetic programs fully, then train
+    skelpy tune --synthetic N              sweep N synthetic programs fully, then train
+    skelpy tune --synthetic N --minutes M  ... round-robin within M minutes, training included
     skelpy tune --report KERNEL [--out D]  table + heatmap of a kernel's measured space
     skelpy cache info | clear [--yes] | export FILE | import FILE
     skelpy bench                           the benchmark suite of a source checkout
@@ -141,7 +142,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             _print("nothing measured yet: run `skelpy tune` (it measures synthetic programs "
                    "first) or use sk.tuning('exhaustive') in a program")
             return 0
-    elif args.synthetic:
+    elif args.synthetic and args.minutes is None:
         devices_to_train = [_sweep_synthetic(store, args, kinds)]
     else:
         return _budgeted(store, args, kinds)
@@ -154,20 +155,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _sweep_synthetic(store: _store.Store, args: argparse.Namespace, kinds) -> str:
-    """``--synthetic N``: sweep N synthetic programs (each as far as the time allows)."""
+    """``--synthetic N`` without a budget: sweep N synthetic programs fully, one by one."""
     from . import containers, runtime, skeletons
     from .tuner import synthetic
 
     dev = runtime.current_device()
     cases = synthetic.generate(args.synthetic, seed=args.seed,
                                sizes_2d=args.sizes_2d, sizes_1d=args.sizes_1d, kinds=kinds)
-    _print(f"sweeping {len(cases)} synthetic programs on {dev.name} "
-           f"(exhaustive mode{f', at most {args.minutes} min' if args.minutes else ''}); "
+    _print(f"sweeping {len(cases)} synthetic programs on {dev.name} (exhaustive mode); "
            f"store: {store.path or ':memory:'}")
     before = store.count_measurements(dev.key)
     kit = synthetic.Toolkit.from_modules(skeletons, containers)
-    res = synthetic.run_cases(cases, kit, minutes=args.minutes,
-                              progress=False if args.quiet else None)
+    res = synthetic.run_cases(cases, kit, progress=False if args.quiet else None)
     store.flush(timeout=10)
     added = store.count_measurements(dev.key) - before
     _print(f"swept {len(res['done'])}, failed {len(res['failed'])}, "
@@ -179,31 +178,46 @@ def _sweep_synthetic(store: _store.Store, args: argparse.Namespace, kinds) -> st
 
 
 def _budgeted(store: _store.Store, args: argparse.Namespace, kinds) -> int:
-    """The default: synthetic programs of every kind within the time budget, then train."""
+    """The default: synthetic programs of every kind (or ``--synthetic N`` of them) measured
+    round-robin, then the model trained, all within the time budget."""
+    import time
+
     from . import containers, runtime, skeletons
     from .tuner import budget, synthetic
 
+    t0 = time.perf_counter()
     dev = runtime.current_device()
     kind = "gpu" if dev.features.get("dev_is_gpu", 1.0) else "cpu"
     minutes = args.minutes if args.minutes is not None else budget.DEFAULT_MINUTES[kind]
-    progs = budget.programs(kind, minutes, seed=args.seed, kinds=kinds)
+    if args.synthetic:
+        cases = synthetic.generate(args.synthetic, seed=args.seed, sizes_2d=args.sizes_2d,
+                                   sizes_1d=args.sizes_1d, kinds=kinds,
+                                   max_area=budget.MAX_AREA)
+        chosen = list({c.name: budget.Program(c.kind, [c]) for c in cases}.values())
+        what = f"{len(chosen)} synthetic programs (--synthetic {args.synthetic})"
+    else:
+        chosen = budget.programs(kind, minutes, seed=args.seed, kinds=kinds)
+        what = f"{len(chosen)} synthetic programs, 2 sizes each"
     have = store.count_measurements(dev.key)
-    _print(f"tuning {dev.name} for {minutes:g} min: {len(progs)} synthetic programs of "
-           f"{len({p.kind for p in progs})} skeleton kinds, 2 sizes each, measured round-robin"
+    _print(f"tuning {dev.name} for {minutes:g} min, training included: {what} of "
+           f"{len({p.kind for p in chosen})} skeleton kinds, measured round-robin"
            f"; store: {store.path or ':memory:'}"
            + (f" ({have} measurements of this device already: not taken again)"
               if have else ""))
     kit = synthetic.Toolkit.from_modules(skeletons, containers)
-    rep = budget.run(kit, dev, minutes=minutes, seed=args.seed, kinds=kinds,
-                     train=False, progress=None if args.quiet else _print)
+    train = not args.no_train
+    rep = budget.run(kit, dev, minutes=minutes, seed=args.seed, kinds=kinds, chosen=chosen,
+                     train=train, progress=None if args.quiet else _print)
     store.flush(timeout=10)
-    _print(f"measured {rep.measured} new points of {rep.scenarios} scenarios in "
-           f"{rep.sweep_seconds:.0f} s ({rep.rounds} rounds; "
+    kinds_done = ", ".join(f"{k} {n}" for k, n in sorted(rep.per_kind.items()))
+    _print(f"measured {rep.measured} new points of {rep.scenarios} scenarios ({kinds_done}) "
+           f"in {rep.sweep_seconds:.0f} s ({rep.rounds} rounds; "
            f"{'every sampled point done' if rep.stopped == 'done' else 'budget used'})")
     for name, why in rep.failed[:10]:
         _print(f"  failed: {name}: {why}")
-    if not args.no_train:
-        _train(store, dev.key)
+    if train:
+        _train(store, dev.key, rep.model, rep.train_seconds)
+    _print(f"done in {time.perf_counter() - t0:.0f} s of a {60 * minutes:.0f} s budget")
     if args.export:
         _export(store, dev.key, args.export)
     return 0
@@ -221,8 +235,10 @@ def _export(store: _store.Store, device: str | None, path: str) -> None:
            f"({out.stat().st_size / 1024:.0f} KiB)")
 
 
-def _train(store: _store.Store, device: str) -> None:
-    """Retrain one device's model and say, per parameter signature, what it rests on."""
+def _train(store: _store.Store, device: str, model: Any = None,
+           seconds: float | None = None) -> None:
+    """Retrain one device's model (unless ``model`` was trained already, in ``seconds``) and
+    say, per parameter signature, what it rests on."""
     import time
 
     from .tuner import manager
@@ -233,9 +249,11 @@ def _train(store: _store.Store, device: str) -> None:
         sig = _model.signature(sd.names)
         local[sig] = local.get(sig, 0) + 1
     t0 = time.perf_counter()
-    m = manager().retrain(device)
+    m = model if model is not None else manager().retrain(device)
+    if seconds is None:
+        seconds = time.perf_counter() - t0
     n = sum(local.values())
-    _print(f"trained {device} in {time.perf_counter() - t0:.0f} s: {n} measured "
+    _print(f"trained {device} in {seconds:.0f} s: {n} measured "
            f"scenario{'' if n == 1 else 's'}, {m.n_measurements} measurements on this machine")
     for sig in sorted(set(local) | set(m.groups)):
         g = m.groups.get(sig)
@@ -485,7 +503,8 @@ def parser() -> argparse.ArgumentParser:
                    help="then write this device's measurements as a training-data file "
                    "(.npz, data only) to ship or to evaluate")
     t.add_argument("--synthetic", type=int, default=0, metavar="N",
-                   help="instead of the budgeted run: sweep N synthetic programs fully")
+                   help="these N synthetic programs instead of the budget's: with "
+                   "--minutes, round-robin within the budget; without, each swept fully")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--kinds", default="", help="comma list of stencil,map,zip,reduce,"
                    "mapreduce,scan,allpairs")

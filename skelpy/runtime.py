@@ -120,6 +120,9 @@ class Device:
 
         return {
             "dev_is_gpu": 1.0 if self.kind == "gpu" else 0.0,
+            # neither GPU nor CPU: the tuner's models never predict for a kind of device
+            # their training data has not seen (0 for every CPU and GPU, as in old data)
+            "dev_is_other": 0.0 if self.kind in ("gpu", "cpu") else 1.0,
             "dev_compute_units": q("max_compute_units"),
             "dev_max_wg": q("max_work_group_size"),
             "dev_local_mem": q("local_mem_size"),

@@ -105,3 +105,27 @@ def test_an_interrupted_tune_resumes_without_measuring_again(tmp_path):
     second = _rows(db)[len(first):]
     assert second, r.stdout                          # it went on measuring ...
     assert not set(first) & set(second)             # ... nothing it had measured before
+
+
+def test_tune_synthetic_within_minutes_trains_a_model_inside_its_budget(capsys):
+    """Issue 18's first finding: ``skelpy tune --synthetic N --minutes M`` swept the first
+    programs fully and trained nothing. Now the N programs are measured round-robin (every
+    kind measured in the first round) and the model is trained, all within M minutes; the
+    output says what was measured and trained."""
+    from skelpy import cli, runtime
+
+    minutes = 0.4
+    t0 = time.perf_counter()
+    rc = cli.main(["tune", "--synthetic", "5", "--kinds", "map,scan,stencil", "--sizes-1d",
+                   "4096,8192", "--sizes-2d", "48,64", "--minutes", str(minutes), "--quiet"])
+    took = time.perf_counter() - t0
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert took < 60 * minutes + 10, out               # the slack: building the first points
+    assert "training included" in out and "trained" in out and "budget" in out
+    assert "map" in out and "scan" in out and "stencil" in out
+    dev = runtime.current_device()
+    m = tuner.manager().get(dev.key)
+    assert m is not None and not m.pretrained and m.n_measurements > 0
+    local = {g.origin for g in m.groups.values()}
+    assert "local" in local or any(g.n_local for g in m.groups.values())

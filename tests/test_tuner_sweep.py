@@ -105,11 +105,12 @@ def test_a_lucky_timing_does_not_replace_the_default():
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), box=st.floats(0.0, 4e-3), cpu=st.booleans(),
-       lucky=st.integers(0, 3))
+       lucky=st.integers(0, 3), pick=st.sampled_from(["none", "best", "random"]))
 def test_a_time_boxed_sweep_never_keeps_a_point_slower_than_the_untuned_one(seed, box, cpu,
-                                                                          lucky):
-    """Whatever the time box and the noise: the point kept runs, in truth, no slower than the
-    default (the untuned choice without a model) beyond the keep margin plus what the
+                                                                          lucky, pick):
+    """Whatever the time box and the noise: the point kept runs, in truth, no slower than
+    the untuned choice (the default, or a model's pick when a model exists: here planted as
+    the truly best point or a random one) beyond the keep margin plus what the
     confirmation's own noise can hide."""
     tstore.reset_store()
     tuner.reset()
@@ -121,12 +122,20 @@ def test_a_time_boxed_sweep_never_keeps_a_point_slower_than_the_untuned_one(seed
     kern = NoisyKernel(true, seed=seed, cpu=cpu, noise=0.05, lucky=lucky_pts)
     req = _request(kern, cpu=cpu)
     clock = SimpleNamespace(perf_counter=lambda: kern.clock)
+    model_pick = {"none": None, "best": min(pts, key=lambda p: true[key(p)]),
+                  "random": rng.choice(pts)}[pick]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tsweep, "time", clock)
+        if model_pick is not None:
+            mp.setattr(Call, "predict", lambda self, mgr, *a, **k: dict(model_pick))
         with tuner.tuning("exhaustive"), tuner.sweep_deadline(box):
             out = tuner.execute(req)
     np.testing.assert_array_equal(out.result, kern.expected)
     untuned = true[key(DEFAULT)]
+    if model_pick is not None:
+        untuned = min(untuned, true[key(model_pick)])
+        measured = tstore.get_store().measurements(tuner.scenario_id(req))
+        assert tuner.store.params_json(model_pick) in measured   # the pick is measured too
     # CPU noise only adds: the minimum of the interleaved rounds is exact up to the quiet
     # spread (2%); the GPU's symmetric 5% noise, median of 7, hides a little more
     slack = 1.0 + (0.03 if cpu else 0.08)
@@ -289,3 +298,70 @@ def test_a_point_limit_is_measured_in_full_across_chunks():
     assert res.measured == 3 and len(call.measured()) == limit + 3
     res = tsweep.sweep(call)                                      # the rest
     assert not res.truncated and len(call.measured()) == len(req.space.points())
+
+
+def test_builds_in_threads_build_each_program_once_even_with_a_tiny_program_cache():
+    """Runtime.build's per-program locks: threads asking for one program build it once and
+    share it; different programs build side by side; an LRU of two programs evicts but never
+    mixes them up (each kernel computes its own constant)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from skelpy import runtime
+
+    rt = runtime.current()
+    src = "__kernel void k(__global int *o) { o[get_global_id(0)] = V; }"
+    tag = random.Random().random()                  # sources this process has not built
+    src = f"// {tag}\n{src}"
+    builds = rt.stats.builds
+    with ThreadPoolExecutor(6) as pool:
+        same = list(pool.map(lambda _i: rt.build(src, ("-DV=7",)), range(12)))
+    assert rt.stats.builds - builds == 1 and all(p is same[0] for p in same)
+    old = rt.programs.max_programs
+    rt.programs.max_programs = 2
+    try:
+        builds = rt.stats.builds
+
+        def value(v: int) -> int:
+            import pyopencl as cl
+
+            prg = rt.build(src, (f"-DV={v}",))
+            out = np.zeros(4, np.int32)
+            buf = cl.Buffer(rt.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
+            k = cl.Kernel(prg, "k")                 # one kernel object per thread
+            k(rt.queue, (4,), None, buf)
+            cl.enqueue_copy(rt.queue, out, buf)
+            return int(out[0])
+
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(value, range(100, 108)))
+        assert got == list(range(100, 108))
+        assert rt.stats.builds - builds == 8 and len(rt.programs) <= 2
+    finally:
+        rt.programs.max_programs = old
+
+
+def test_the_array_styles_fused_kernels_build_once_when_threads_evaluate_them_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    import skelpy as sk
+    from skelpy import runtime
+
+    rt = runtime.current()
+    rng = np.random.default_rng(5)
+    data = [(rng.standard_normal(1001).astype(np.float32),
+             rng.standard_normal(1001).astype(np.float32)) for _ in range(6)]
+    scale = np.float32(random.Random().uniform(2.0, 3.0))   # a structure not built before
+    builds, before = rt.stats.builds, set(rt.programs.cached())
+
+    def fused(ab):
+        x, y = sk.Vector(ab[0]), sk.Vector(ab[1])
+        return (np.sin(x) * scale - y * y).to_numpy()
+
+    with ThreadPoolExecutor(3) as pool:
+        outs = list(pool.map(fused, data))
+    for (a, b), out in zip(data, outs, strict=True):
+        np.testing.assert_allclose(out, np.sin(a) * scale - b * b, rtol=1e-5, atol=1e-5)
+    # one structure (the scalar is an argument): each of its programs (the default point,
+    # the tuner's pick) built once, not once per thread
+    new = set(rt.programs.cached()) - before
+    assert 1 <= rt.stats.builds - builds == len(new) <= 2

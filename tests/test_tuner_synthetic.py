@@ -149,7 +149,7 @@ def test_cli_tune_synthetic_runs_and_trains(capsys):
     from skelpy import cli
 
     rc = cli.main(["tune", "--synthetic", "1", "--kinds", "map", "--sizes-1d", "4096",
-                   "--minutes", "0.002", "--quiet"])
+                   "--quiet"])
     assert rc == 0
     out = capsys.readouterr().out
     assert "swept 1, failed 0" in out and "trained" in out

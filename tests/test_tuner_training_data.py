@@ -147,3 +147,34 @@ def test_a_device_starts_from_the_others_and_its_training_weights_its_own(tmp_pa
                         n_estimators=4)
     mine = m.groups["wg,coarsen,blocked"]
     assert mine.origin == "local" and mine.n_local == 2 and mine.n_scenarios == 14
+
+
+def test_the_shipped_model_predicts_for_gpus_and_cpus_but_never_for_an_unseen_kind():
+    """The zero-shot model shipped with the package (trained on GPUs and CPUs) picks a point
+    for a GPU and a CPU it has never measured, and none for an accelerator (neither): that
+    device runs its default until its own measurements train a model."""
+    from test_tuner_support import FakeDevice, FakeKernel, make_request
+
+    from skelpy import tuner
+    from skelpy.tuner.model_files import load_pretrained
+    from skelpy.tuner.space import Param, ParamSpace
+
+    space = ParamSpace([*SPACE.params, Param("vw", (1, 2, 4))], {**SPACE.default, "vw": 1})
+    shipped = load_pretrained("Some | New Device | 1.0")
+    assert shipped is not None and shipped.pretrained
+    assert {k for g in shipped.groups.values() for k in g.kinds} == {"cpu", "gpu"}
+    sources = {}
+    for name, feats in {"gpu": {"dev_is_gpu": 1.0},
+                        "cpu": {"dev_is_gpu": 0.0},
+                        "accelerator": {"dev_is_gpu": 0.0, "dev_is_other": 1.0}}.items():
+        dev = FakeDevice(key=f"NewCL | {name} | 1.0")
+        dev.features = dict(dev.features, **feats)
+        tuner.reset()
+        kern = FakeKernel()
+        out = tuner.execute(make_request(kern, space=space, device=dev,
+                                         kernel_key=f"new-{name}"))
+        np.testing.assert_array_equal(out.result, kern.expected)
+        sources[name] = out.source
+    assert sources == {"gpu": "model", "cpu": "model", "accelerator": "default"}
+    assert tmodel.device_kind({"dev_is_gpu": 0.0, "dev_is_other": 1.0}) == "other"
+    assert tmodel.device_kind({"dev_is_gpu": 0.0}) == "cpu"       # data from before the flag

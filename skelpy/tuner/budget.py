@@ -9,7 +9,8 @@ cut short still trains a model for each, and the rest of the time deepens them. 
 spaces (about 1,600 points) are sampled, not exhausted: after the default, the untuned pick
 and the model's shortlist, points come in a random order fixed per kernel (every size of a
 program measures the same sample). Measurements already in the store are not taken again, so
-an interrupted run goes on where it stopped. What is left of the budget trains the model:
+an interrupted run goes on where it stopped (the points this run swept are measured again,
+interleaved, at the end). What is left of the budget trains the model:
 this device's scenarios with the shipped ones of other devices (``zero_shot.train``).
 """
 
@@ -42,6 +43,7 @@ KIND_SHARES = {"stencil": 0.44, "map": 0.12, "zip": 0.06, "reduce": 0.1, "mapred
                "scan": 0.08, "allpairs": 0.14}
 BORDERS = ("nearest", "wrap", "constant", "reflect")   # a stencil's border changes its index
                                                         # arithmetic, and so its best point
+MAX_AREA = 121             # cells a stencil reads at most (11x11; see _cases)
 SIZES = {  # (2-D side, 1-D length, all-pairs rows) per device kind, two each
     "gpu": ((1024, 4096), (1 << 20, 1 << 24), (1024, 2048)),
     "cpu": ((512, 1024), (1 << 18, 1 << 21), (256, 512)),
@@ -84,10 +86,10 @@ def _cases(kind: str, i: int, rng: np.random.Generator, s2, s1, sap) -> list[syn
     if kind == "stencil":
         # reaches up to 11x11: a 21x21 body unrolled over 8x8 cells per work-item took PoCL
         # minutes to compile for one point, more than a whole budget
-        shapes = [s for s in synthetic.STENCIL_SHAPES if _area(s) <= 121]
+        shapes = [s for s in synthetic.STENCIL_SHAPES if synthetic.stencil_area(s) <= MAX_AREA]
         shape4 = shapes[i] if i < len(shapes) else \
             tuple(int(v) for v in rng.integers(0, 6, size=4))
-        area = _area(shape4)
+        area = synthetic.stencil_area(shape4)
         cplx = bool(i % 2) and area <= 49      # a complex 21x21 body compiles for minutes
         dt = "float32" if i % 4 != 3 else str(rng.choice(("int32", "float64")))
         border = BORDERS[(i // 2) % len(BORDERS)]
@@ -118,10 +120,6 @@ def _cases(kind: str, i: int, rng: np.random.Generator, s2, s1, sap) -> list[syn
             for n in sap]
 
 
-def _area(shape4: Sequence[int]) -> int:
-    return (shape4[0] + shape4[1] + 1) * (shape4[2] + shape4[3] + 1)
-
-
 @dataclass
 class RunReport:
     """What a budgeted run did."""
@@ -136,21 +134,29 @@ class RunReport:
     train_seconds: float = 0.0
     stopped: str = ""                     # "budget" or "done"
     per_kind: dict[str, int] = field(default_factory=dict)   # scenarios measured per kind
+    model: Any = None                     # the model trained at the end (train=True)
 
 
 def run(kit: synthetic.Toolkit, device: Any, *, minutes: float | None = None, seed: int = 0,
         kinds: Sequence[str] | None = None, train: bool = True,
-        progress: Callable[[str], None] | None = None) -> RunReport:
-    """Measure the budget's programs round-robin, then train ``device``'s model."""
+        progress: Callable[[str], None] | None = None,
+        chosen: Sequence[Program] | None = None,
+        keep_for_training: bool | None = None) -> RunReport:
+    """Measure the budget's programs (or ``chosen`` ones) round-robin, then train
+    ``device``'s model, all within ``minutes``: a share of them is kept for training (also
+    without ``train`` when ``keep_for_training``: the caller trains)."""
     kind = "gpu" if device.features.get("dev_is_gpu", 1.0) else "cpu"
     minutes = DEFAULT_MINUTES[kind] if minutes is None else float(minutes)
+    keep = train if keep_for_training is None else keep_for_training
     t0 = time.perf_counter()
-    end = t0 + 60.0 * minutes * (1.0 - (TRAIN_SHARE[kind] if train else 0.0))
+    end = t0 + 60.0 * minutes * (1.0 - (TRAIN_SHARE[kind] if keep else 0.0))
     deadline = end - 60.0 * minutes * REFINE_SHARE[kind]
-    progs = programs(kind, minutes, seed=seed, kinds=kinds)
+    progs = list(chosen) if chosen is not None else programs(kind, minutes, seed=seed,
+                                                             kinds=kinds)
     rep = RunReport(programs=len(progs))
     say = progress or (lambda _m: None)
     calls: dict[str, Any] = {}            # case name -> its captured call (or None: failed)
+    earlier: dict[str, set[str]] = {}     # case name -> points the store had before this run
     done: set[str] = set()                # scenarios with nothing left to measure
     # every program at its first size, then at its second (built already: cheap)
     order = [p.cases[i] for i in range(max(len(p.cases) for p in progs)) for p in progs
@@ -174,6 +180,8 @@ def run(kit: synthetic.Toolkit, device: Any, *, minutes: float | None = None, se
             call = calls.get(case.name, False)
             if call is False:
                 call = calls[case.name] = _capture(kit, case, rep)
+                if call is not None:
+                    earlier[case.name] = set(call.measured())
             if call is None:
                 done.add(case.name)
                 continue
@@ -197,10 +205,12 @@ def run(kit: synthetic.Toolkit, device: Any, *, minutes: float | None = None, se
         rep.stopped = "done"
     rep.stopped = rep.stopped or "budget"
     t_ref = time.perf_counter()
-    for c in calls.values():
+    for name, c in calls.items():
         if not c or time.perf_counter() > end:
             continue
-        pts = [p for p in (c.parse_point(pj) for pj in c.measured()) if p is not None]
+        # this run's points (an earlier, interrupted run's are not taken again)
+        pts = [p for p in (c.parse_point(pj) for pj in c.measured()
+                           if pj not in earlier.get(name, ())) if p is not None]
         if len(pts) > 1:
             confirm(c, pts, deadline=end)
             rep.refined += len(pts)
@@ -214,7 +224,9 @@ def run(kit: synthetic.Toolkit, device: Any, *, minutes: float | None = None, se
             rep.per_kind[c.req.skeleton] = rep.per_kind.get(c.req.skeleton, 0) + 1
     if train:
         t1 = time.perf_counter()
-        manager().retrain(device.key)
+        mgr = manager()
+        mgr.store.flush(timeout=10)           # writes queued behind another process's
+        rep.model = mgr.retrain(device.key)
         rep.train_seconds = time.perf_counter() - t1
     return rep
 

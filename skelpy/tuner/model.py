@@ -71,8 +71,11 @@ def default_risk(scen_feats: Mapping[str, float]) -> float:
 
 
 def device_kind(features: Mapping[str, float]) -> str:
-    """"gpu" or "cpu", from device (or scenario) features."""
-    return "gpu" if features.get("dev_is_gpu", 1.0) else "cpu"
+    """"gpu", "cpu" or "other" (an accelerator: no shipped data has one), from device (or
+    scenario) features; a model predicts only for the kinds its training data ran on."""
+    if features.get("dev_is_gpu", 1.0):
+        return "gpu"
+    return "other" if features.get("dev_is_other", 0.0) else "cpu"
 
 
 def default_method(device_features: Mapping[str, float]) -> tuple[str, str]:

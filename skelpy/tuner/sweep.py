@@ -12,8 +12,9 @@ mode's settling and ``skelpy tune``, built so that a sweep is never worse than n
   than ``settings.keep_margin``. A single lucky timing in the sweep cannot make the call
   slower than it would have been without tuning.
 * **Speed.** Programs are built ahead of their measurement through the request's
-  ``prepare`` hook, a chunk at a time; on a GPU the next chunk builds in a background thread
-  while this one is measured (a CPU device would measure its own compiler's noise).
+  ``prepare`` hook: on a GPU a chunk at a time, the next chunk building in a background
+  thread while this one is measured; on a CPU (whose compiler would run on the cores being
+  measured) each point just before its measurement, so a deadline never waits for builds.
 * **Resuming.** Points already in the store are not measured again (as Kernel Tuner's cache
   does), so an interrupted ``skelpy tune`` goes on where it stopped.
 """
@@ -167,8 +168,8 @@ def sweep(call: Call, *, budget: measure.Budget | None = None, deadline: float |
           limit: int | None = None, order: str = "predicted") -> SweepResult:
     """Measure the scenario's legal, unrefused points not yet in the store, in
     :func:`ordered` order, until ``deadline`` (a ``time.perf_counter()`` value; the default
-    is always measured) or until the scenario has ``limit`` measured points. Every result
-    is checked against the default's."""
+    and the model's pick are always measured) or until the scenario has ``limit`` measured
+    points. Every result is checked against the default's."""
     t_start = time.perf_counter()
     call.load()
     req, sc, settings = call.req, call.sc, call.settings
@@ -192,6 +193,13 @@ def sweep(call: Call, *, budget: measure.Budget | None = None, deadline: float |
             ref_point = default
         except RefusedParameters:
             call.refuse(default)
+    # the untuned choices (the default, the model's pick) lead ``todo`` when not measured yet:
+    # no deadline stops a sweep before they are measured, so that ``keep`` can compare with
+    # what the call would have run without the sweep
+    firsts = {space.key(default), space.key(call.untuned()[0])}
+    head = 0
+    while head < len(todo) and space.key(todo[head]) in firsts:
+        head += 1
     best_t = min((t for t, _n in have.values()), default=None)
     rows: list = []
     builder = _Builder(req.prepare if settings.prebuild else None,
@@ -200,16 +208,22 @@ def sweep(call: Call, *, budget: measure.Budget | None = None, deadline: float |
     stopped = False                       # the deadline passed
     try:
         for start in range(0, len(todo), CHUNK):
-            if deadline is not None and ref_res is not None and time.perf_counter() > deadline:
+            if deadline is not None and ref_res is not None and start >= head \
+                    and time.perf_counter() > deadline:
                 stopped = True
                 break
             chunk = todo[start:start + CHUNK]
-            builder.ready(chunk, todo[start + CHUNK:start + 2 * CHUNK])
-            for p in chunk:
-                if deadline is not None and ref_res is not None \
+            if builder.background:
+                builder.ready(chunk, todo[start + CHUNK:start + 2 * CHUNK])
+            for i, p in enumerate(chunk, start):
+                if deadline is not None and ref_res is not None and i >= head \
                         and time.perf_counter() > deadline:
                     stopped = True
                     break
+                if not builder.background:
+                    # a CPU builds on the cores it measures on: one point at a time, so that
+                    # a deadline does not wait for a chunk of builds it will not measure
+                    builder.ready([p], ())
                 try:
                     m = measure.measure(req.run, dict(p), budget, best_t)
                 except RefusedParameters:

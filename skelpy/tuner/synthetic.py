@@ -284,11 +284,18 @@ def allpairs_case(variant: str, *, dtype: str, size: int, depth: int, seed: int 
                 src, make)
 
 
+def stencil_area(shape4: Sequence[int]) -> int:
+    """Cells a stencil of extents (up, down, left, right) reads per output cell."""
+    return (shape4[0] + shape4[1] + 1) * (shape4[2] + shape4[3] + 1)
+
+
 def generate(count: int, *, seed: int = 0, sizes_2d: Sequence[int] = (512, 1024),
              sizes_1d: Sequence[int] = (1 << 18, 1 << 22),
-             kinds: Iterable[str] | None = None) -> list[Case]:
+             kinds: Iterable[str] | None = None, max_area: int | None = None) -> list[Case]:
     """``count`` synthetic cases, stencils first (as [Cummins 2018]), then the 1-D kinds, drawn
-    deterministically from ``seed``; names that are not one of :data:`KINDS` are ignored."""
+    deterministically from ``seed``; names that are not one of :data:`KINDS` are ignored.
+    ``max_area``: no stencil reads more cells than this (a time-boxed run on a CPU: PoCL
+    compiles one point of a 21x21 body for minutes)."""
     want = (set(kinds) if kinds is not None else set(KINDS)) & set(KINDS)
     rng = np.random.default_rng(seed)
     pool: list[Case] = []
@@ -311,6 +318,8 @@ def generate(count: int, *, seed: int = 0, sizes_2d: Sequence[int] = (512, 1024)
                 shape4 = STENCIL_SHAPES[(i // 2) % len(STENCIL_SHAPES)]
             else:
                 shape4 = tuple(int(v) for v in rng.integers(0, 6, size=4))
+            if max_area is not None and stencil_area(shape4) > max_area:
+                shape4 = (1, 1, 1, 1)
             size = int(rng.choice(sizes_2d))
             pool.append(stencil_case(shape4, complex_body=bool(rng.random() < 0.5),
                                      dtype=str(rng.choice(DTYPES, p=(0.6, 0.2, 0.2))),
