@@ -531,10 +531,11 @@ def render(docs: list[dict], charts: dict[str, dict[str, str]], combined: str | 
 
 # -- the tuner on a new machine (issue 18) --------------------------------------------------------
 
-NEW_DEVICE_CMD = ("python -m benchmarks.tuner_eval --new-device && "
-                  "python -m benchmarks.tuner_eval --leave-kernels-out --lodo "
-                  "benchmarks/results/data-*.npz && "
-                  "python -m benchmarks.sweep_rate --seconds 10 && python -m benchmarks.report")
+NEW_DEVICE_CMD = ("python -m benchmarks.tuner_eval --new-device` (about 6 minutes; "
+                  "`--unseen` leaves the device's own shipped data out) and "
+                  "`python -m benchmarks.sweep_rate` (about 2.5 minutes), then on any machine "
+                  "`python -m benchmarks.tuner_eval --leave-kernels-out --lodo "
+                  "benchmarks/results/data-*.npz && python -m benchmarks.report")
 
 
 def _json_files(results: Path, pattern: str) -> list[tuple[Path, dict]]:
@@ -618,7 +619,8 @@ def new_machine_section(results: Path | None) -> list[str]:
     for _f, d in nd:
         s = d.get("summary") or {}
         t = d.get("tune") or {}
-        nrows.append([d.get("device", "?"), str(len(d.get("rows") or [])),
+        who = d.get("device", "?") + (" (its shipped data left out)" if d.get("unseen") else "")
+        nrows.append([who, str(len(d.get("rows") or [])),
                       fmt_pct((s.get("default") or {}).get("perf_geomean")),
                       fmt_pct((s.get("zero_shot") or {}).get("perf_geomean")),
                       fmt_pct((s.get("tuned") or {}).get("perf_geomean")),
@@ -630,7 +632,7 @@ def new_machine_section(results: Path | None) -> list[str]:
                      "tune took", "tune measured", "kinds measured"], nrows)
         L.append("")
     L += ["GPUs not listed here: run, on a machine with the GPU, "
-          f"`{NEW_DEVICE_CMD}` (about 6 minutes on an H200 or H100); it also writes "
+          f"`{NEW_DEVICE_CMD}`; the first also writes "
           "`results/data-<device>.npz`, the device's training data to ship "
           "(see the README's autotuner section).", ""]
     return L

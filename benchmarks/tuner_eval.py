@@ -1139,6 +1139,10 @@ def main(argv=None) -> int:
                     "oracle; writes tuner_newdevice_<device>.json and data-<device>.npz")
     ap.add_argument("--data", nargs="*", default=None, metavar="DATA_NPZ",
                     help="--new-device: training-data files beside the shipped ones")
+    ap.add_argument("--unseen", action="store_true",
+                    help="--new-device: leave out every training-data set of a device with "
+                    "this device's name (the shipped H200 data on an H200): a device never "
+                    "measured; the output files get the tag 'unseen'")
     ap.add_argument("--confirm-top-new", type=int, default=4, dest="confirm_top_new")
     ap.add_argument("--collect", action="store_true",
                     help="sweep this device's evaluation kernels on a sample within --minutes "

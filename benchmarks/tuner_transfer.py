@@ -272,6 +272,12 @@ def _model_pick(dm, call) -> dict | None:
         return None
 
 
+def _device_name(key: str) -> str:
+    """The device name part of a device key ("platform | name | driver")."""
+    parts = key.split(" | ")
+    return parts[1] if len(parts) >= 3 else key
+
+
 def main_new_device(args) -> int:
     """Fresh store; the zero-shot picks; ``skelpy tune`` with its default budget (or
     ``--minutes``); this device's training data exported; the held-out kernels swept
@@ -294,7 +300,9 @@ def main_new_device(args) -> int:
     # a GPU's held-out sweeps fit ~6 minutes in all; a CPU's take longer per point
     args.max_points = args.max_points or (32 if kind == "gpu" else 64)
     args.case_seconds = args.case_seconds or (6.0 if kind == "gpu" else 30.0)
-    slug = te._slug(dev.name) + (f"_{args.tag}" if args.tag else "")
+    unseen = getattr(args, "unseen", False)
+    tag = "_".join(t for t in (args.tag, "unseen" if unseen else "") if t)
+    slug = te._slug(dev.name) + (f"_{tag}" if tag else "")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="skelpy-new-"))
@@ -307,7 +315,8 @@ def main_new_device(args) -> int:
         s2 = tuple(int(x) for x in args.sizes.split(","))
     cases = held_out_cases(s2, s1, sap)
     held = sorted({c.group for c in cases})
-    sets = [d for d in load_sets(args.data)]
+    sets = [d for d in load_sets(args.data)
+            if not (unseen and _device_name(d.device) == dev.name)]
     shipped_minus = [training_data.DeviceData(d.device, d.device_features,
                                               [sd for sd in d.scenarios if sd.group not in held],
                                               d.source) for d in sets]
@@ -315,6 +324,7 @@ def main_new_device(args) -> int:
     result: dict[str, Any] = {"device": dev.name, "device_key": dev.key, "kind": kind,
                               "cache": str(cache), "held_out_kernels": held,
                               "shipped_sets": [Path(d.source).name for d in sets],
+                              "unseen": unseen,
                               "when": time.strftime("%Y-%m-%d %H:%M:%S")}
     # 1. skelpy tune, default budget
     minutes = args.minutes if args.minutes is not None else budget.DEFAULT_MINUTES[kind]
@@ -396,7 +406,7 @@ def main_new_device(args) -> int:
     all_data = training_data.from_store(tstore.get_store(), dev.key,
                                         names={call.sc.key: c.group
                                                for c, call, _p in calls.values()})
-    data_path = out_dir / f"data-{te._slug(dev.name)}.npz"
+    data_path = out_dir / f"data-{slug}.npz"
     training_data.save(all_data, data_path)
     result["data_file"] = str(data_path)
     result["tune_data_points"] = tune_data.points
