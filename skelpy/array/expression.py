@@ -88,6 +88,12 @@ def copy_of(x: Container) -> Container:
 def _nodes(operands: list, dtypes: list) -> list[Node]:
     nodes = [node_of(x) if isinstance(x, Container) else graph.const(x, dt)
              for x, dt in zip(operands, dtypes, strict=True)]
+    return bounded(operands, nodes)
+
+
+def bounded(operands: list, nodes: list[Node]) -> list[Node]:
+    """``nodes`` (one per operand), with the pending operands computed first (then leaves)
+    when one more operation over them would cross ``graph.MAX_OPS`` or ``MAX_LEAVES``."""
     n_ops = 1 + sum(n.n_ops for n in nodes)
     leaves = {id(c) for n in nodes for c in n.leaves}
     if n_ops > graph.MAX_OPS or len(leaves) > graph.MAX_LEAVES:
@@ -113,4 +119,5 @@ def is_bool(x) -> bool:
     return isinstance(x, Container) and x.dtype == np.bool_
 
 
-__all__ = ["apply", "astype", "copy_of", "evaluate", "node_of", "user_line", "DTypeError"]
+__all__ = ["apply", "astype", "bounded", "copy_of", "evaluate", "node_of", "user_line",
+           "DTypeError"]

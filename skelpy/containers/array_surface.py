@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 _ARRAY = None
 
+#: How many ``sk.lazy()`` blocks are open (in any thread; the backend checks its own): while
+#: none is, Map and Zip calls pay one integer test for the feature.
+lazy_calls = 0
+
 
 def set_array_backend(backend) -> None:
     """Register the object that implements operators, ufuncs, reductions and device copies
