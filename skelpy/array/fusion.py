@@ -62,8 +62,14 @@ class Program:
     functions: list           # the muscles of skeleton calls in the graph (``f0, f1, ...``)
 
 
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
 def dtype_name(dt: np.dtype) -> str:
-    return "np.bool_" if dt == np.bool_ else f"np.{dt.name}"
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = "np.bool_" if dt == np.bool_ else f"np.{dt.name}"
+    return name
 
 
 def linearise(root: Node, shape: tuple[int, ...]) -> Program:

@@ -73,9 +73,13 @@ def leaf(c: Container) -> Node:
 def const(value, dtype: np.dtype, literal: bool = False) -> Node:
     """A scalar: a kernel argument, or (``literal``) a constant written into the muscle, so
     that the translator can specialise it (``x ** 2`` is ``x * x``, not ``pow``)."""
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        v = np.asarray(value).astype(dtype)[()]
+    if type(value) is float and dtype.kind == "f" and (dtype.itemsize == 8 or
+                                                        abs(value) < 3.0e38):
+        v = dtype.type(value)              # the common case, without NumPy's warning guards
+    else:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            v = np.asarray(value).astype(dtype)[()]
     return Node("literal" if literal else "const", (v,), dtype, ())
 
 
