@@ -7,7 +7,7 @@ launches the OpenCL kernel. See the README for a tour.
 
 from __future__ import annotations
 
-from .array import HostFallbackWarning, evaluate, where
+from .array import HostFallbackWarning, evaluate, lazy, where
 from .containers import IndexMatrix, IndexVector, Matrix, Vector
 from .errors import (
     BuildError,
@@ -43,5 +43,5 @@ __all__ = [
     "devices", "use", "current_device", "Device", "tuning",
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
     "DTypeError", "DeviceError", "ParameterError", "RefusedParameters",
-    "evaluate", "where", "HostFallbackWarning",
+    "evaluate", "lazy", "where", "HostFallbackWarning",
 ]
