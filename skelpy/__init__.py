@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from .containers import IndexMatrix, IndexVector, Matrix, Vector
 from .errors import (
+    BoundsError,
     BuildError,
+    BuildWarning,
+    CallError,
     DeviceError,
     DTypeError,
     LaunchError,
@@ -41,5 +44,6 @@ __all__ = [
     "Stencil", "StencilSequence", "Shape",
     "devices", "use", "current_device", "Device", "tuning",
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
-    "DTypeError", "DeviceError", "ParameterError", "RefusedParameters",
+    "DTypeError", "DeviceError", "ParameterError", "RefusedParameters", "CallError",
+    "BoundsError", "BuildWarning",
 ]
