@@ -15,6 +15,7 @@ A Python muscle goes through these passes, one module each, read top to bottom:
 ``inference.py``    the typed body (``typed.py``): every expression annotated with its type,
                     constant value and meaning (``infer_exprs.py``, ``infer_calls.py``);
                     locals get one type, a fixed point; cached per parameter kinds
+``definite.py``     every local read has a value on every path reaching it (else an error)
 ``weak.py``         which C type each weak (Python) value is computed in: the context every
                     operand is computed in, and a fixed point for weak variables
 ``cnames.py``       C names for parameters and locals

@@ -18,6 +18,7 @@ from ..dtypes import check_dtype
 from ..errors import TranslationError
 from .cmuscle import CFunction
 from .cnames import C_IDENTIFIER
+from .definite import check_definite_assignment
 from .dtyping import Ty
 from .inference import infer
 from .params import Accessor, IndexPoint, Scalar
@@ -144,6 +145,7 @@ class Muscle:
         body = self._bodies.get(kinds)
         if body is None:
             body = infer(Scope.of(self.function, kinds), kinds, Muscle)
+            check_definite_assignment(body)
             self._bodies[kinds] = body
         return body
 
