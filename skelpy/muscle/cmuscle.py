@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from ..dtypes import c_type, storage_c_type
-from ..errors import TranslationError
+from ..errors import DTypeError, TranslationError
 from .dtyping import FLOAT64
 from .features import FeatureCounter
 from .params import Accessor, IndexPoint, Scalar
@@ -184,6 +184,7 @@ class CFunction:
                     raise self.error(self.entry.head_start, f"parameter '{name}' is passed a "
                                      f"value but is declared '{decl}'", "C parameter")
                 dt = np.dtype(_C_TYPES[tname])
+                self._check_type(name, decl, dt, k)
                 scalar_dtypes[i] = dt
                 fp64 |= dt == FLOAT64
                 c_params.append(f"{c_type(dt)} {name}")
@@ -193,6 +194,8 @@ class CFunction:
                                 f"{{{name}_r, {name}_c, {name}_r, {name}_c}};")
             else:
                 acc: Accessor = k
+                if ptr and tname in _C_TYPES:
+                    self._check_type(name, decl, np.dtype(_C_TYPES[tname]), acc)
                 fp64 |= acc.dtype == FLOAT64
                 c_params.extend(acc.declarations(name))
                 fmt = {"name": name, "ctype": c_type(acc.dtype),
@@ -245,6 +248,35 @@ class CFunction:
             scalar_dtypes=scalar_dtypes, uses_fp64=fp64, features=self._features(kinds),
             accesses=accesses, access_bounds=bounds, kinds=tuple(kinds), origin=self.origin,
             name=self.name, param_names=list(self.param_names))
+
+    def _check_type(self, name: str, decl: str, declared: np.dtype, kind) -> None:
+        """C never converts behind the user's back here: a parameter declared with another
+        type than the values it receives is a DTypeError naming both (a float64 array given
+        to ``float func(float x)`` would otherwise be rounded to float32 silently). Python
+        numbers (weak, NEP 50) may go to any parameter of their kind or wider: bool to any,
+        int to an integer or float, float to a float. Element pointers of bool data may be
+        declared ``bool*`` or ``uchar*`` (its storage)."""
+        got = np.dtype(kind.dtype)
+        if getattr(kind, "weak", False):
+            ok = got.kind == "b" or declared.kind == "f" or (
+                got.kind == "i" and declared.kind in "iu")
+        else:
+            ok = declared == got or (isinstance(kind, Accessor) and got == np.bool_
+                                     and declared == np.uint8)
+        if ok:
+            return
+        if getattr(kind, "weak", False):
+            py = {"f": "float", "i": "int"}.get(got.kind, "bool")
+            fix = (f"pass a value of its type (np.{declared.name}(...)) or declare it "
+                   f"'{c_type(got)}'")
+            what = f"a Python {py}"
+        else:
+            what = f"{got} {'elements' if isinstance(kind, Accessor) else 'values'}"
+            fix = (f"declare it '{c_type(got)}{'*' if isinstance(kind, Accessor) else ''}', "
+                   f"or convert the data first (x.astype(np.{declared.name}))")
+        raise DTypeError(
+            f"{self.origin}: parameter '{name}' is declared '{decl.strip()}' ({declared}) but "
+            f"receives {what}; OpenCL C muscles are not converted implicitly: {fix}")
 
     def _accesses(self, kinds):
         accesses: dict = {}
