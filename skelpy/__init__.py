@@ -8,6 +8,7 @@ launches the OpenCL kernel. See the README for a tour.
 from __future__ import annotations
 
 from .containers import IndexMatrix, IndexVector, Matrix, Vector
+from .debug import debug
 from .errors import (
     BoundsError,
     BuildError,
@@ -42,7 +43,7 @@ __all__ = [
     "Vector", "Matrix", "IndexVector", "IndexMatrix",
     "Map", "Zip", "Reduce", "MapReduce", "Scan", "AllPairs",
     "Stencil", "StencilSequence", "Shape",
-    "devices", "use", "current_device", "Device", "tuning",
+    "devices", "use", "current_device", "Device", "tuning", "debug",
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
     "DTypeError", "DeviceError", "ParameterError", "RefusedParameters", "CallError",
     "BoundsError", "BuildWarning",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import warnings
 import weakref
@@ -27,8 +28,21 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 
-from .errors import BuildError, DeviceError, LaunchError, RefusedParameters, ShapeError
+from .debug import STATE as DEBUG
+from .errors import (
+    BuildError,
+    BuildWarning,
+    DeviceError,
+    LaunchError,
+    RefusedParameters,
+    ShapeError,
+    build_report,
+)
 from .programs import ProgramCache
+
+# A compiler's note that it could not unroll a loop skelpy asked it to (not a warning about the
+# program; see Runtime._warn_build_log).
+_UNROLL_NOTE = re.compile(r"loop not unrolled", re.IGNORECASE)
 
 # Launch failures that mean "these launch parameters are not acceptable here" (seed 002 calls
 # them refused parameters): retrying with other parameters can succeed.
@@ -306,7 +320,29 @@ class Runtime:
                                  "the generated kernel", source=source, log=str(exc),
                                  options=opts) from None
             self.programs.put(key, prg, len(source) + _binary_bytes(prg), owner)
+        self._warn_build_log(prg, source, opts, origin)
         return prg
+
+    def _warn_build_log(self, program: cl.Program, source: str, opts: str, origin: str) -> None:
+        """Compiler warnings as a :class:`~skelpy.errors.BuildWarning` with the log and the
+        numbered source (pyopencl only says "non-empty compiler output"; PoCL prints a bare
+        "2 warnings generated"). In debug mode any log is shown. Reports about skelpy's own
+        unroll hints (``#pragma unroll`` a compiler could not follow) are left out: they are
+        performance notes, not problems of the program."""
+        try:
+            log = program.get_build_info(self.device.cl_device, cl.program_build_info.LOG)
+        except cl.Error:
+            return
+        lines = [ln for ln in str(log).splitlines()
+                 if ln.strip() and not _UNROLL_NOTE.search(ln)]
+        warned = [ln for ln in lines if "warning" in ln.lower()]
+        if not warned and not (lines and DEBUG.on):
+            return
+        where = f"{origin}: " if origin else ""
+        what = f"{len(warned)} warning(s)" if warned else "a build log"
+        warnings.warn(BuildWarning(build_report(
+            f"{where}the OpenCL compiler for {self.device.name} accepted the generated kernel "
+            f"with {what}", source, "\n".join(lines), opts)), stacklevel=4)
 
     def kernel(self, program: cl.Program, name: str, *, origin: str = "") -> cl.Kernel:
         """The kernel ``name`` of ``program`` (one object per program and name)."""

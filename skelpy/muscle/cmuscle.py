@@ -18,12 +18,18 @@ import numpy as np
 
 from ..dtypes import c_type, storage_c_type
 from ..errors import DTypeError, TranslationError
+from .checks import ALL, DEBUG_PARAM, OFFSETS, Site, check_call, redirect, register
+from .clib import CLib
 from .dtyping import FLOAT64
 from .features import FeatureCounter
 from .params import Accessor, IndexPoint, Scalar
 from .source import short_path
 from .typed_muscle import TypedMuscle
 
+_CHECKED_GET = ("#ifndef SKELPY_GET_AT_DEFINED\n#define SKELPY_GET_AT_DEFINED\n"
+                "#define SKELPY_GET_AT(p, s0, s1, i) SKELPY_GETC_##p(s0, s1, i, 0)\n"
+                "#define SKELPY_GET2_AT(p, s0, s1, i, j) SKELPY_GETC_##p(s0, s1, i, j)\n"
+                "#endif\n")
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _C_TYPES = {
@@ -171,8 +177,9 @@ class CFunction:
 
     # -- specialisation ------------------------------------------------------------------------
 
-    def specialise(self, kinds, out, c_name: str) -> TypedMuscle:
+    def specialise(self, kinds, out, c_name: str, checks: str | None = None) -> TypedMuscle:
         c_params: list[str] = []
+        checked_reads: dict[str, Accessor] = {}       # accessors whose reads are checked
         scalar_dtypes: dict[int, np.dtype] = {}
         prologue: list[str] = []
         macros: list[str] = []
@@ -203,6 +210,11 @@ class CFunction:
                        "i0": "((long)(i0))", "i1": "((long)(i1))"}
                 macros.append(f"#define SKELPY_GET_{name}(i0, i1) {acc.read.format(**fmt)}")
                 undefs.append(f"#undef SKELPY_GET_{name}")
+                bounds = acc.index_bounds(name)
+                if bounds is not None and (checks == ALL or (checks == OFFSETS and acc.offsets)):
+                    checked_reads[name] = acc
+                    macros.append(_checked_macro(name, acc, fmt, bounds))
+                    undefs.append(f"#undef SKELPY_GETC_{name}")
                 for key, mac in (("len", "LEN"), ("shape0", "ROWS"), ("shape1", "COLS")):
                     if key in acc.attrs:
                         macros.append(f"#define SKELPY_{mac}_{name} "
@@ -213,6 +225,11 @@ class CFunction:
         s = self.clean
         e = self.entry
         body = s[e.body_start: e.body_end + 1]
+        if checked_reads:
+            body = self._checked_body(body, checked_reads)
+        checked = "SKELPY_GET_AT" in body or "SKELPY_GET2_AT" in body
+        if checked:
+            c_params.insert(0, DEBUG_PARAM)
         if prologue:
             body = "{\n" + "\n".join(prologue) + body[1:]
         entry_src = (f"static inline {c_type(out_dtype)} {c_name}({', '.join(c_params) or 'void'}) "
@@ -224,6 +241,8 @@ class CFunction:
             pat = re.compile(rf"\b{re.escape(f)}\b(?=\s*\()")
             text = pat.sub(new, text)
             entry_src = pat.sub(new, entry_src)
+        if checked:
+            entry_src += "\n" + redirect(c_name, len(c_params) - 1)
         text = text.replace("\x00ENTRY\x00", entry_src)
         fp64 |= out_dtype == FLOAT64 or bool(re.search(r"\bdouble\b", text))
         parts = []
@@ -238,6 +257,10 @@ class CFunction:
                          "#define SKELPY_LEN(p) SKELPY_LEN_##p\n"
                          "#define SKELPY_ROWS(p) SKELPY_ROWS_##p\n"
                          "#define SKELPY_COLS(p) SKELPY_COLS_##p\n#endif\n")
+            if checked:
+                clib = CLib()
+                clib.check()
+                parts.append(clib.source() + _CHECKED_GET)
             parts.append("\n".join(macros) + "\n")
         parts.append(text.strip() + "\n")
         if undefs:
@@ -247,7 +270,32 @@ class CFunction:
             c_name=c_name, source="".join(parts), c_params=c_params, out_dtype=out_dtype,
             scalar_dtypes=scalar_dtypes, uses_fp64=fp64, features=self._features(kinds),
             accesses=accesses, access_bounds=bounds, kinds=tuple(kinds), origin=self.origin,
-            name=self.name, param_names=list(self.param_names))
+            name=self.name, param_names=list(self.param_names), checked=checked)
+
+    def _checked_body(self, body: str, accessors: dict[str, Accessor]) -> str:
+        """The entry's body with each ``SKELPY_GET(p, ...)``/``SKELPY_GET2(p, ...)`` of a
+        checked accessor ``p`` rewritten to carry the sites of its indices (checks.py)."""
+        out, last = [], 0
+        pattern = re.compile(r"\bSKELPY_GET(2?)\s*\(\s*([A-Za-z_]\w*)\s*,")
+        for m in pattern.finditer(body):
+            acc = accessors.get(m.group(2))
+            if acc is None:
+                continue
+            args = _macro_args(body, m.end())
+            n_idx = min(acc.ndim, len(args)) if m.group(1) else 1
+            text = f"SKELPY_GET{m.group(1)}({m.group(2)}, {', '.join(a.strip() for a in args)})"
+            cline = self.src.count("\n", 0, self.entry.body_start + m.start()) + 1
+            where = f"{self.file}:{self.line} ({self.name}, C line {cline})"
+            labels = ("row offset", "column offset") if acc.offsets else (
+                ("index",) if acc.ndim == 1 else ("row index", "column index"))
+            what = f"the neighbourhood '{m.group(2)}'" if acc.offsets else f"'{m.group(2)}'"
+            sites = [register(Site(where, text, labels[j], what, acc.offsets))
+                     for j in range(n_idx)] + [0] * (2 - n_idx)
+            out.append(body[last:m.start()])
+            out.append(f"SKELPY_GET{m.group(1)}_AT({m.group(2)}, {sites[0]}L, {sites[1]}L,")
+            last = m.end()
+        out.append(body[last:])
+        return "".join(out)
 
     def _check_type(self, name: str, decl: str, declared: np.dtype, kind) -> None:
         """C never converts behind the user's back here: a parameter declared with another
@@ -334,6 +382,19 @@ class CFunction:
             fc.enter_loop(None)
             fc.exit_loop()
         return fc.result()
+
+
+def _checked_macro(name: str, acc: Accessor, fmt: dict, bounds) -> str:
+    """``SKELPY_GETC_<name>(s0, s1, i0, i1)``: the read with its indices checked at sites
+    s0, s1 (an array that may be empty reads 0 instead)."""
+    fmt = dict(fmt)
+    for j, (lo, hi) in enumerate(bounds):
+        fmt[f"i{j}"] = f"({check_call(f'((long)(i{j}))', lo, hi, f'(s{j})')})"
+    read = acc.read.format(**fmt)
+    if not acc.offsets:
+        nonempty = " && ".join(f"({hi}) > ({lo})" for lo, hi in bounds)
+        read = f"(({nonempty}) ? {read} : ({c_type(acc.dtype)})0)"
+    return f"#define SKELPY_GETC_{name}(s0, s1, i0, i1) {read}"
 
 
 def _macro_args(s: str, pos: int) -> list[str]:

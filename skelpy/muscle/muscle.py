@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from ..dtypes import check_dtype
 from ..errors import TranslationError
+from .checks import LEVELS
 from .cmuscle import CFunction
 from .cnames import C_IDENTIFIER
 from .definite import check_definite_assignment
@@ -114,21 +115,25 @@ class Muscle:
         return kinds
 
     def specialise(self, kinds: Sequence[Scalar | Accessor | IndexPoint], out_dtype=None,
-                   c_name: str = "skelpy_f") -> TypedMuscle:
-        """Translate for these parameter kinds; cached per (kinds, out_dtype, c_name)."""
+                   c_name: str = "skelpy_f", checks: str | None = None) -> TypedMuscle:
+        """Translate for these parameter kinds; cached per (kinds, out_dtype, c_name,
+        checks). ``checks`` (None, ``"offsets"`` or ``"all"``): which reads are checked at
+        run time (see checks.py)."""
         kinds = self._check_kinds(kinds)
         if not C_IDENTIFIER.match(c_name):
             raise ValueError(f"c_name {c_name!r} is not a C identifier")
+        if checks not in LEVELS:
+            raise ValueError(f"checks must be one of {LEVELS}, not {checks!r}")
         out = None if out_dtype is None else check_dtype(out_dtype, "out_dtype")
-        key = (kinds, out, c_name)
+        key = (kinds, out, c_name, checks)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         if self.is_c:
-            tm = self._c.specialise(kinds, out, c_name)
+            tm = self._c.specialise(kinds, out, c_name, checks)
         else:
             with _translating(self):
-                tm = translate(self._typed_body(kinds), out, c_name)
+                tm = translate(self._typed_body(kinds), out, c_name, checks)
         self._cache[key] = tm
         return tm
 

@@ -18,6 +18,7 @@ import numpy as np
 from .. import runtime as _rt
 from .. import tuner
 from ..containers import Container, IndexSpace, as_container
+from ..debug import STATE as DEBUG
 from ..dtypes import check_dtype
 from ..errors import (
     CallError,
@@ -29,6 +30,7 @@ from ..errors import (
     SkelpyError,
 )
 from ..muscle import Muscle
+from ..muscle.checks import ALL as ALL_CHECKS
 from .plan import Plan
 
 
@@ -67,7 +69,25 @@ class Skeleton:
         self.out_dtype = None if out_dtype is None else self._dtype_arg(out_dtype)
         self._last_launch: _rt.Launch | None = None
         self._pending_launch: tuple | None = None
-        self._plans: dict[tuple, Plan] = {}
+        # plans of normal calls, and of debug mode's checked kernels (never mixed)
+        self._plans_by_mode: tuple[dict[tuple, Plan], dict[tuple, Plan]] = ({}, {})
+
+    @property
+    def _plans(self) -> dict[tuple, Plan]:
+        """The plans of the current mode (debug mode builds checked kernels)."""
+        return self._plans_by_mode[DEBUG.on]
+
+    @staticmethod
+    def _checks() -> str | None:
+        """The level of checked reads the muscles of a new plan are translated with."""
+        return ALL_CHECKS if DEBUG.on else None
+
+    def _ready(self):
+        """Called first in a call: the repeat-call launcher to try (None in debug mode, whose
+        calls always take the full, checked path)."""
+        return None if DEBUG.on else self._fast
+
+    _fast = None
 
     @property
     def last_launch(self) -> _rt.Launch | None:
@@ -172,6 +192,10 @@ class Skeleton:
             space=plan.space(rt), dataset=dataset, features=plan.features,
             forced=params, run=run, origin=self.origin)
         try:
+            if DEBUG.on and plan.checked:
+                # debug kernels are slower on purpose: never measured, never in the store
+                with tuner.tuning("off"):
+                    return tuner.execute(req)
             return tuner.execute(req)
         except ParameterError as exc:
             message = str(exc)
