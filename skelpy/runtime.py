@@ -44,6 +44,9 @@ from .programs import ProgramCache
 # program; see Runtime._warn_build_log).
 _UNROLL_NOTE = re.compile(r"loop not unrolled", re.IGNORECASE)
 
+# The build option that lets oclgrind run skelpy's kernels (see Runtime.__init__).
+_NO_RESTRICT = "-Drestrict="
+
 # Launch failures that mean "these launch parameters are not acceptable here" (seed 002 calls
 # them refused parameters): retrying with other parameters can succeed.
 REFUSAL_CODES = frozenset({
@@ -258,6 +261,10 @@ class Runtime:
         self.allocator = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self._local_limit = device.local_mem_size
         self.programs = ProgramCache()
+        self._warned_sources: set[str] = set()
+        # oclgrind cannot run kernels whose inlined functions take restrict pointers (clang
+        # marks them with llvm.experimental.noalias.scope.decl, which it does not know)
+        self._simulator = "oclgrind" in device.platform.lower()
         # program -> {kernel name: kernel}; an entry goes with its program
         self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -298,6 +305,8 @@ class Runtime:
         """The program for (source, options), from the cache or built now. ``origin`` (the
         skeleton and its muscle's file and line) starts any BuildError's message; ``owner``
         (a plan) keeps the entry while it lives (see :class:`ProgramCache`)."""
+        if self._simulator:
+            options = (*options, _NO_RESTRICT)
         opts = " ".join(options)
         key = (source, opts)
         prg = self.programs.get(key, owner)
@@ -336,8 +345,9 @@ class Runtime:
         lines = [ln for ln in str(log).splitlines()
                  if ln.strip() and not _UNROLL_NOTE.search(ln)]
         warned = [ln for ln in lines if "warning" in ln.lower()]
-        if not warned and not (lines and DEBUG.on):
+        if not warned and not (lines and DEBUG.on) or source in self._warned_sources:
             return
+        self._warned_sources.add(source)        # once per program, not per launch point
         where = f"{origin}: " if origin else ""
         what = f"{len(warned)} warning(s)" if warned else "a build log"
         warnings.warn(BuildWarning(build_report(

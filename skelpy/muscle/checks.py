@@ -34,7 +34,7 @@ LEVELS = (None, OFFSETS, ALL)
 
 #: The check buffer's size in longs, and its first parameter's declaration in a checked function.
 CHECK_WORDS = 8
-DEBUG_PARAM = "__global long* restrict skp_dbg"
+DEBUG_PARAM = "__global long* skp_dbg"
 
 
 @dataclass(frozen=True)

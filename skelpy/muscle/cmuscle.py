@@ -388,12 +388,14 @@ def _checked_macro(name: str, acc: Accessor, fmt: dict, bounds) -> str:
     """``SKELPY_GETC_<name>(s0, s1, i0, i1)``: the read with its indices checked at sites
     s0, s1 (an array that may be empty reads 0 instead)."""
     fmt = dict(fmt)
+    calls = []
     for j, (lo, hi) in enumerate(bounds):
-        fmt[f"i{j}"] = f"({check_call(f'((long)(i{j}))', lo, hi, f'(s{j})')})"
+        calls.append(check_call(f"((long)(i{j}))", lo, hi, f"(s{j})"))
+        fmt[f"i{j}"] = f"({calls[-1]})"
     read = acc.read.format(**fmt)
     if not acc.offsets:
         nonempty = " && ".join(f"({hi}) > ({lo})" for lo, hi in bounds)
-        read = f"(({nonempty}) ? {read} : ({c_type(acc.dtype)})0)"
+        read = f"(({nonempty}) ? {read} : ({', '.join(calls)}, ({c_type(acc.dtype)})0))"
     return f"#define SKELPY_GETC_{name}(s0, s1, i0, i1) {read}"
 
 

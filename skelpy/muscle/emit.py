@@ -170,7 +170,7 @@ def _accessor_read(cx: EmitContext, node, meaning: AccessorRead, mat):
     bounds = k.index_bounds(name)
     wanted = cx.checks == ALL or (cx.checks == OFFSETS and k.offsets)
     labels = (_OFFSET_NAMES if k.offsets else _INDEX_NAMES).get(k.ndim, ())
-    checked = False
+    checked = []
     for j, o in enumerate(operands(cx.weak, node, mat).items):
         code = emit_operand(cx, o)
         value = cx.body.const(o.node)
@@ -183,13 +183,14 @@ def _accessor_read(cx: EmitContext, node, meaning: AccessorRead, mat):
             site = Site(cx.body.function.where(node), ast.unparse(node),
                         labels[j] if j < len(labels) else f"index {j}", what, k.offsets)
             code = _checked(cx, code, bounds[j][0], bounds[j][1], site)
-            checked = True
+            checked.append(code)
         fmt[f"i{j}"] = f"({code})"
     cx.code.features.op("reads")
     read = k.read.format(**fmt)
     if checked and not k.offsets:
+        # an empty array has no index to read instead: its checks fail, and 0 is read
         nonempty = " && ".join(f"({hi}) > ({lo})" for lo, hi in bounds)
-        read = f"(({nonempty}) ? {read} : ({c_type(k.dtype)})0)"
+        read = f"(({nonempty}) ? {read} : ({', '.join(checked)}, ({c_type(k.dtype)})0))"
     return read, k.dtype
 
 
