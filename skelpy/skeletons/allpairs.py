@@ -208,6 +208,7 @@ class AllPairs(Skeleton):
     @checked_signature
     def __call__(self, A, B, *extras, params: Mapping | None = None) -> Matrix:
         """C[i, j] for every row i of A and row j of B; stays on the device until read."""
+        self._ready()
         a, b, (n, m, d), plan, extras_desc, extras_val = self._signature(A, B, extras)
         forced = self._check_params_arg(params)
         rt = _rt.current()

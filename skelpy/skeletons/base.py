@@ -83,11 +83,36 @@ class Skeleton:
         return ALL_CHECKS if DEBUG.on else None
 
     def _ready(self):
-        """Called first in a call: the repeat-call launcher to try (None in debug mode, whose
-        calls always take the full, checked path)."""
+        """Called first in every call: drops what was built from captured values that have
+        changed since (the muscle's :meth:`~skelpy.muscle.Muscle.version` moved on), and
+        returns the repeat-call launcher to try (None in debug mode, whose calls always take
+        the full, checked path)."""
+        watch = self._watch
+        if watch is None:
+            watch = self._watch = tuple((m, m.version()) for m in self._own_muscles())
+        for muscle, generation in watch:
+            if muscle.generation != generation or muscle.stale():
+                self._renew()
+                break
         return None if DEBUG.on else self._fast
 
     _fast = None
+    _watch: tuple | None = None      # (muscle, its generation) of the Python muscles used
+
+    def _own_muscles(self) -> list[Muscle]:
+        found = [self.muscle, getattr(self, "zip_muscle", None), getattr(self, "map_muscle",
+                                                                          None)]
+        return [m for m in found if m is not None and not m.is_c]
+
+    def _renew(self) -> None:
+        """Forget every plan, launcher and cached host-side fact built from the muscles."""
+        self._plans_by_mode = ({}, {})
+        for name in ("_fast", "_temporal_plans"):
+            self.__dict__.pop(name, None)
+        derived = self.__dict__.get("_commutative_cache")
+        if derived is not None:
+            derived.clear()
+        self._watch = tuple((m, m.version()) for m in self._own_muscles())
 
     @property
     def last_launch(self) -> _rt.Launch | None:
@@ -120,6 +145,7 @@ class Skeleton:
         """The OpenCL C program a call with these arguments builds: the generated source with
         the launch parameters of the point the call would use (``params=`` forces them, as in
         a call) written as ``#define`` lines in front. Nothing is launched."""
+        self._ready()
         plan, dataset = self._describe(args, **call_options)
         rt = _rt.current()
         forced = self._check_params_arg(params)

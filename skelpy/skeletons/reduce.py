@@ -145,6 +145,7 @@ class _Reduction(Skeleton):
         return plan, dataset
 
     def _reduce(self, inputs: list, extras: list, params):
+        self._ready()
         plan, shape, axis, extras_desc, extras_val, dataset = self._signature(inputs, extras)
         forced = self._check_params_arg(params)
         rt = _rt.current()

@@ -558,6 +558,8 @@ class StencilSequence:
         ``params``: one dict for every stage, or a list with one dict (or None) per stage."""
         iterations = check_iterations(self.origin, iterations)
         stage_params = self._stage_params(params)
+        for stage in self.stages:
+            stage._ready()
         src = self.stages[0]._as_input(m)
         rt = _rt.current()
         if iterations == 0:
