@@ -50,7 +50,15 @@ from .limits import check_iterations, check_output
 from .plan import feature_dict
 from .stencil_launch import BoundStencil, merge_launches, repeat_launcher
 from .stencil_plan import MatrixExtra, StencilPlan, VectorExtra, nb_extra, nb_input, tile_bytes
-from .stencil_shape import BORDERS, Shape, border_mode, check_cval, cval_literal
+from .stencil_shape import (
+    BORDERS,
+    Shape,
+    border_mode,
+    check_cval,
+    cval_literal,
+    resolve_shape,
+    table_entry,
+)
 
 __all__ = ["Shape", "Stencil", "StencilSequence", "BORDERS", "tile_bytes"]
 
@@ -293,56 +301,9 @@ class Stencil(Skeleton):
         self._resolve_shape(tm, [0])
 
     def _resolve_shape(self, tm, nb_params: Sequence[int]) -> tuple[Shape, bool]:
-        """The shape to use and whether offsets must be clamped (unknown at compile time).
-
-        Raises ShapeError for reads outside a given shape, or when no shape is given and the
-        offsets cannot be inferred."""
-        bounds_all = getattr(tm, "access_bounds", None) or {}
-        accesses_all = getattr(tm, "accesses", None) or {}
-        unknown = False
-        inferred = Shape()
-        for p in nb_params:
-            b = _lookup(bounds_all, p)
-            if b is None:
-                unknown = True
-                self._check_constant_sites(tm, p)
-                continue
-            inferred = inferred.union(Shape.from_bounds(b))
-            if self.shape is not None and not self.shape.contains(b[0][0], b[1][0]) or \
-                    self.shape is not None and not self.shape.contains(b[0][1], b[1][1]):
-                bad = [a for a in (_lookup(accesses_all, p) or [])
-                       if not self.shape.contains(int(a[0]), int(a[1]))]
-                what = "the neighbourhood" if p == 0 else f"extra matrix {p}"
-                shown = ", ".join(f"[{a[0]}, {a[1]}]" for a in bad[:4]) or \
-                    f"rows {b[0][0]}..{b[0][1]}, columns {b[1][0]}..{b[1][1]}"
-                where = _access_line(tm, p, bad)
-                raise ShapeError(
-                    f"{where or self.origin}: the muscle reads {what} at {shown}, outside the "
-                    f"stencil "
-                    f"{self.shape} (north/south = negative/positive row offsets, west/east = "
-                    f"negative/positive column offsets); widen shape= or omit it to infer it")
-        if self.shape is not None:
-            return self.shape, unknown
-        if unknown:
-            raise ShapeError(
-                f"{self.origin}: cannot infer the stencil shape because the muscle reads "
-                "neighbours at offsets that are not constants; pass shape= (an int or "
-                "sk.Shape(north=, south=, east=, west=))")
-        return inferred, False
-
-    def _check_constant_sites(self, tm, param: int) -> None:
-        """The constant offsets of a neighbourhood whose other offsets are known only at run
-        time are checked against the given shape here, at construction (the run-time check
-        covers the others)."""
-        if self.shape is None:
-            return
-        for site in getattr(tm, "read_sites", {}).get(param, ()):
-            if site.offsets is not None and not self.shape.contains(*site.offsets):
-                what = "the neighbourhood" if param == 0 else f"extra matrix {param}"
-                raise ShapeError(
-                    f"Stencil({site.where}): the muscle reads {what} at "
-                    f"[{site.offsets[0]}, {site.offsets[1]}], outside the stencil "
-                    f"{self.shape}; widen shape= to read that far")
+        """The shape to use and whether some offsets are known only at run time (see
+        stencil_shape.resolve_shape)."""
+        return resolve_shape(tm, nb_params, self.shape, self.origin)
 
     def _make_plan(self, in_dtype, descs, out_dtype, big: bool) -> StencilPlan:
         self._check_arity(len(descs))
@@ -364,7 +325,7 @@ class Stencil(Skeleton):
         nb_edge = []
         bounds_all = getattr(tm_fast, "access_bounds", None) or {}
         for k, d in enumerate(descs):
-            b = _lookup(bounds_all, k + 1) if isinstance(d, MatrixExtra) else None
+            b = table_entry(bounds_all, k + 1) if isinstance(d, MatrixExtra) else None
             nb_edge.append(isinstance(d, MatrixExtra) and (b is None or b != ((0, 0), (0, 0))))
         edge_extras = any(nb_edge)
         for k, d in enumerate(descs):
@@ -448,28 +409,6 @@ class Stencil(Skeleton):
                            features=features, origin=self.origin, shape=shape,
                            in_dtype=np.dtype(in_dtype),
                            tile_itemsize=storage_dtype(in_dtype).itemsize)
-
-
-def _access_line(tm, param: int, bad) -> str | None:
-    """``file:line (name)`` of the first read of parameter ``param`` at offsets that lie in
-    ``bad``, so that a shape error points at the offending line (None for C muscles, which
-    record no read sites: the error then names the muscle)."""
-    wanted = {(int(a[0]), int(a[1])) for a in bad}
-    for site in tm.read_sites.get(param, ()):
-        if site.offsets in wanted:
-            return f"Stencil({site.where})"
-    return None
-
-
-def _lookup(table, key):
-    if table is None:
-        return None
-    if isinstance(table, Mapping):
-        return table.get(key)
-    try:
-        return table[key]
-    except (IndexError, KeyError, TypeError):
-        return None
 
 
 def _muscle_sources(tm_fast, tm_edge) -> str:
