@@ -527,6 +527,15 @@ def render(docs: list[dict], charts: dict[str, dict[str, str]], combined: str | 
     return "\n".join(L).rstrip() + "\n"
 
 
+def _device_choice(results: Path, md_dir: Path) -> str:
+    """The section of ``benchmarks/device_choice.py``'s results (written by that script)."""
+    try:
+        from benchmarks import device_choice
+    except ImportError:                       # run as a script from benchmarks/
+        import device_choice
+    return device_choice.markdown(results, md_dir)
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
     """Write the markdown (and charts); returns its path."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -566,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
         except ImportError:
             print("(no charts: matplotlib is missing; pip install 'skelpy[plot]')",
                   file=sys.stderr)
-    md.write_text(render(docs, charts, combined))
+    md.write_text(render(docs, charts, combined) + _device_choice(results, md.parent))
     print(f"wrote {md} ({len(docs)} device(s)"
           + (f", {sum(len(c) for c in charts.values()) + bool(combined)} charts" if charts
              else "") + ")")

@@ -16,33 +16,21 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import threading
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 
-from .debug import STATE as DEBUG
-from .errors import (
-    BuildError,
-    BuildWarning,
-    DeviceError,
-    LaunchError,
-    RefusedParameters,
-    ShapeError,
-    build_report,
-)
+from .build_log import build_warning
+from .errors import BuildError, DeviceError, LaunchError, RefusedParameters, ShapeError
 from .programs import ProgramCache
-
-# A compiler's note that it could not unroll a loop skelpy asked it to (not a warning about the
-# program; see Runtime._warn_build_log).
-_UNROLL_NOTE = re.compile(r"loop not unrolled", re.IGNORECASE)
 
 # The build option that lets oclgrind run skelpy's kernels (see Runtime.__init__).
 _NO_RESTRICT = "-Drestrict="
@@ -231,6 +219,7 @@ class Launch:
     events: list = field(default_factory=list)
     refused: list = field(default_factory=list)
     source: str = "default"
+    choice: Any = None      # in auto mode: the cost model's DeviceChoice (device, why, error)
 
     @property
     def kernel_time(self) -> float:
@@ -238,8 +227,9 @@ class Launch:
         return sum(event_seconds(e) for e in self.events)
 
     def __repr__(self) -> str:
+        where = "" if self.choice is None else f", device={self.choice.device!r}"
         return (f"Launch({self.skeleton}, params={self.params}, global={self.global_size}, "
-                f"local={self.local_size}, source={self.source!r})")
+                f"local={self.local_size}, source={self.source!r}{where})")
 
 
 def event_seconds(event: cl.Event) -> float:
@@ -333,26 +323,12 @@ class Runtime:
         return prg
 
     def _warn_build_log(self, program: cl.Program, source: str, opts: str, origin: str) -> None:
-        """Compiler warnings as a :class:`~skelpy.errors.BuildWarning` with the log and the
-        numbered source (pyopencl only says "non-empty compiler output"; PoCL prints a bare
-        "2 warnings generated"). In debug mode any log is shown. Reports about skelpy's own
-        unroll hints (``#pragma unroll`` a compiler could not follow) are left out: they are
-        performance notes, not problems of the program."""
-        try:
-            log = program.get_build_info(self.device.cl_device, cl.program_build_info.LOG)
-        except cl.Error:
-            return
-        lines = [ln for ln in str(log).splitlines()
-                 if ln.strip() and not _UNROLL_NOTE.search(ln)]
-        warned = [ln for ln in lines if "warning" in ln.lower()]
-        if not warned and not (lines and DEBUG.on) or source in self._warned_sources:
-            return
-        self._warned_sources.add(source)        # once per program, not per launch point
-        where = f"{origin}: " if origin else ""
-        what = f"{len(warned)} warning(s)" if warned else "a build log"
-        warnings.warn(BuildWarning(build_report(
-            f"{where}the OpenCL compiler for {self.device.name} accepted the generated kernel "
-            f"with {what}", source, "\n".join(lines), opts)), stacklevel=4)
+        """Compiler warnings of a successful build, once per program (build_log.py)."""
+        if source not in self._warned_sources:
+            warning = build_warning(program, self.device, source, opts, origin)
+            if warning is not None:
+                self._warned_sources.add(source)
+                warnings.warn(warning, stacklevel=4)
 
     def kernel(self, program: cl.Program, name: str, *, origin: str = "") -> cl.Kernel:
         """The kernel ``name`` of ``program`` (one object per program and name)."""
@@ -490,23 +466,45 @@ class Runtime:
             else:
                 cl.enqueue_copy(self.queue, host, buffer, src_offset=offset, is_blocking=True)
             return
-        width = host.shape[-1] * host.itemsize
         rows = host.shape[-2]
-        if len(pitches) == 1:               # rows of one rectangle: origin (byte, row)
+        if len(pitches) == 1:               # rows of one rectangle
             planes, row_pitch, slice_pitch = 1, pitches[0], 0
-            z, (y, x) = 0, divmod(offset, row_pitch)
-        else:                               # planes of rows: origin (byte, row, plane)
+        else:                               # planes of rows
             planes, (slice_pitch, row_pitch) = host.shape[-3], pitches
+        grid = host.reshape(planes, rows, host.shape[-1])
+        # NVIDIA checks a rectangle as if its last row (and plane) spanned a whole pitch, so
+        # a grid that ends near the buffer's end is refused (INVALID_VALUE) although OpenCL
+        # allows it: the last plane and the last row of the last plane go separately.
+        if planes > 1:
+            self._copy_rect(grid[:-1], buffer, offset, row_pitch, slice_pitch, to_device)
+        last = offset + (planes - 1) * slice_pitch
+        if rows > 1:
+            self._copy_rect(grid[-1:, :-1], buffer, last, row_pitch, 0, to_device)
+        tail = grid[-1, -1]
+        tail_offset = last + (rows - 1) * row_pitch
+        if to_device:
+            cl.enqueue_copy(self.queue, buffer, tail, dst_offset=tail_offset, is_blocking=True)
+        else:
+            cl.enqueue_copy(self.queue, tail, buffer, src_offset=tail_offset, is_blocking=True)
+
+    def _copy_rect(self, grid: np.ndarray, buffer, offset: int, row_pitch: int,
+                   slice_pitch: int, to_device: bool) -> None:
+        """One rectangular copy of ``grid`` (planes, rows, items), a C-contiguous view."""
+        planes, rows, items = grid.shape
+        width = items * grid.itemsize
+        if planes > 1:
             z, rest = divmod(offset, slice_pitch)
-            y, x = divmod(rest, row_pitch)
+        else:
+            z, rest, slice_pitch = 0, offset, 0
+        y, x = divmod(rest, row_pitch)
         rect = {"buffer_origin": (x, y, z), "host_origin": (0, 0, 0),
                 "region": (width, rows, planes), "buffer_pitches": (row_pitch, slice_pitch),
                 "host_pitches": (width, width * rows if planes > 1 else 0),
                 "is_blocking": True}
         if to_device:
-            cl.enqueue_copy(self.queue, buffer, host, **rect)
+            cl.enqueue_copy(self.queue, buffer, grid, **rect)
         else:
-            cl.enqueue_copy(self.queue, host, buffer, **rect)
+            cl.enqueue_copy(self.queue, grid, buffer, **rect)
 
 
 def check_allocation(device: Device, nbytes: int, what: str = "a buffer",
@@ -553,27 +551,80 @@ def _error_code(exc: cl.Error) -> int | None:
 
 _current: Runtime | None = None
 _current_lock = threading.Lock()
+_runtimes: dict[Device, Runtime] = {}
+_auto = False
+_auto_list: list[Runtime] | None = None
+
+
+def select(spec) -> Device:
+    """The device ``spec`` names (as :func:`use` reads it), without choosing it."""
+    return _select(spec, devices())
+
+
+def runtime_of(device: Device) -> Runtime:
+    """The one runtime of ``device`` in this process (opened on first use)."""
+    rt = _runtimes.get(device)
+    if rt is None:
+        with _current_lock:
+            rt = _runtimes.get(device)
+            if rt is None:
+                rt = _runtimes[device] = Runtime(device)
+    return rt
 
 
 def use(device=None) -> Device:
     """Choose the device for all later skeleton calls: a :class:`Device`, an index into
-    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name."""
-    global _current
+    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name.
+    ``"auto"``: each call runs on the device with the lowest predicted time for it
+    (``skelpy.costmodel``), among all devices or, with ``"auto:gpu,cpu"``, among those
+    named; returns the first candidate."""
+    global _current, _auto, _auto_list
+    if isinstance(device, str) and device.strip().lower().split(":", 1)[0] == "auto":
+        found = devices()
+        named = [_select(x.strip(), found) for x in device.partition(":")[2].split(",")
+                 if x.strip()]
+        rts = [runtime_of(d) for d in dict.fromkeys(named or found)]
+        with _current_lock:
+            _auto, _current, _auto_list = True, None, rts
+        return _select(None, [r.device for r in rts])
     chosen = _select(device, devices())
+    rt = runtime_of(chosen)
     with _current_lock:
-        if _current is None or _current.device != chosen:
-            _current = Runtime(chosen)
+        _auto, _current = False, rt
     return chosen
 
 
 def current() -> Runtime:
-    """The runtime of the chosen device, opening the default one on first use."""
+    """The runtime of the chosen device, opening the default one on first use (in auto
+    mode, the default device's: calls choose their own through ``skelpy.costmodel``)."""
     rt = _current
     if rt is not None:
         return rt
-    use(os.environ.get("SKELPY_DEVICE") or None)
-    assert _current is not None
+    if not _auto:
+        use(os.environ.get("SKELPY_DEVICE") or None)
+        if _current is not None:
+            return _current
+    return auto_runtimes()[0]
+
+
+def fixed() -> Runtime | None:
+    """The runtime every call uses, None in auto mode (and before the first call)."""
     return _current
+
+
+def auto() -> bool:
+    """Whether each call chooses its device (``sk.use("auto")``, ``SKELPY_DEVICE=auto``)."""
+    if _current is None and not _auto:
+        env = (os.environ.get("SKELPY_DEVICE") or "").strip()
+        if env.lower().split(":", 1)[0] == "auto":
+            use(env)
+    return _auto
+
+
+def auto_runtimes() -> list[Runtime]:
+    """The candidates of a call in auto mode (``use("auto:...")``; all devices, GPUs
+    first, by default)."""
+    return _auto_list or [runtime_of(d) for d in devices()]
 
 
 def current_device() -> Device:

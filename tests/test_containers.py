@@ -397,3 +397,33 @@ def test_containers_follow_a_change_of_device(tmp_path):
     if "SKIP" in out.stdout:
         pytest.skip("one OpenCL device only")
     assert "OK" in out.stdout
+
+
+def test_rectangles_never_reach_past_the_buffer_as_nvidia_counts_them(monkeypatch):
+    """NVIDIA refuses (INVALID_VALUE) a rectangle whose last row, counted as a whole pitch,
+    would pass the buffer's end, although OpenCL allows it: seen with ``y[::100000]`` on a
+    10^6 + 1 element vector. Every rectangle skelpy issues must fit by that stricter count."""
+    import pyopencl as cl
+
+    real = cl.enqueue_copy
+    n = 1_000_001
+    nbytes = n * 4
+    seen = []
+
+    def checked(queue, dst, src, **kw):
+        if "region" in kw:
+            x, y, z = kw["buffer_origin"]
+            row, sl = kw["buffer_pitches"]
+            w, rows, planes = kw["region"]
+            sl = sl or row * rows
+            strict = z * sl + y * row + x + planes * sl if planes > 1 else y * row + x + rows * row
+            seen.append(strict)
+            assert strict <= nbytes
+        return real(queue, dst, src, **kw)
+
+    y = sk.Map(lambda v: v + 1)(np.arange(n, dtype=np.float32))
+    monkeypatch.setattr(cl, "enqueue_copy", checked)
+    np.testing.assert_array_equal(y[::100000], np.arange(n, dtype=np.float32)[::100000] + 1)
+    m = sk.Map(lambda v: v * 2)(np.arange(1001 * 7, dtype=np.int32).reshape(1001, 7))
+    np.testing.assert_array_equal(m[::10, 6], (np.arange(1001 * 7).reshape(1001, 7) * 2)[::10, 6])
+    assert seen

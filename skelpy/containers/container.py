@@ -207,6 +207,13 @@ class Container:
         """Whether a device buffer exists (valid or not)."""
         return self._storage.buffer is not None
 
+    @property
+    def residence(self) -> tuple[bool, _rt.Runtime | None]:
+        """Where the data is valid now: (on the host, the runtime of a valid device copy or
+        None). The cost model prices a call's transfers from it."""
+        s = self._storage
+        return s.host is not None, (s.runtime if s.device_valid else None)
+
     def mark_device_written(self) -> None:
         """A kernel wrote the device buffer: the host copy is now stale."""
         self._storage.device_written()

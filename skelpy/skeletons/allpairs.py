@@ -211,7 +211,9 @@ class AllPairs(Skeleton):
         self._ready()
         a, b, (n, m, d), plan, extras_desc, extras_val = self._signature(A, B, extras)
         forced = self._check_params_arg(params)
-        rt = _rt.current()
+        dataset = _dataset(plan, n, m, d)
+        rt, choice = self._runtime_for(plan, dataset, [a, b], extras_val,
+                                       out_bytes=n * m * plan.out_dtype.itemsize)
         plan.check_device(rt)
         acc = plan.out_dtype
         check_output(self.origin, (n, m), acc, rt)
@@ -255,10 +257,11 @@ class AllPairs(Skeleton):
             out.mark_device_written()
             return out, [ev]
 
-        outcome = self._run_tuned(plan, rt, _dataset(plan, n, m, d), forced, run)
+        outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
         if checks is not None:
             checks.raise_if_failed(self.origin)
+        self._chosen(choice, outcome.result)
         return outcome.result
 
     @checked_signature

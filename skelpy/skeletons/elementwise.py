@@ -136,10 +136,12 @@ class _Elementwise(Skeleton):
     def _call(self, args, params, out_dtype):
         plan, inputs, shape, extras_desc, extras_val = self._signature(args, out_dtype)
         forced = self._check_params_arg(params)
-        rt = _rt.current()
+        n = math.prod(shape)
+        dataset = _dataset(plan, shape)
+        rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                       out_bytes=n * plan.out_dtype.itemsize)
         plan.check_device(rt)
 
-        n = math.prod(shape)
         out_shape = shape if len(shape) in (1, 2) else (n,)
         check_output(self.origin, out_shape, plan.out_dtype, rt)
         out = empty_like_shape(out_shape, plan.out_dtype, rt)
@@ -168,12 +170,14 @@ class _Elementwise(Skeleton):
             out.mark_device_written()          # the tuner may read the result between runs
             return out, [ev]
 
-        outcome = self._run_tuned(plan, rt, _dataset(plan, shape), forced, run)
+        outcome = self._run_tuned(plan, rt, dataset, forced, run)
         out.mark_device_written()
         self._record(outcome, launched["g"], launched["l"])
         if checks is not None:
             checks.raise_if_failed(self.origin)
-        elif forced is None and out_dtype is None and outcome.ticket is not None:
+        self._chosen(choice, out)
+        if forced is None and out_dtype is None and outcome.ticket is not None \
+                and choice is None and checks is None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
                                          launched["g"], launched["l"])
         return out
@@ -215,7 +219,7 @@ class _Elementwise(Skeleton):
         ticket_valid = tuner.ticket_valid
 
         def fast(call_args):
-            if len(call_args) != nargs or _rt.current() is not rt or not ticket_valid(ticket):
+            if len(call_args) != nargs or _rt.fixed() is not rt or not ticket_valid(ticket):
                 return None
             argv = [None, n_arg]
             try:

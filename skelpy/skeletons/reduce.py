@@ -148,7 +148,10 @@ class _Reduction(Skeleton):
         self._ready()
         plan, shape, axis, extras_desc, extras_val, dataset = self._signature(inputs, extras)
         forced = self._check_params_arg(params)
-        rt = _rt.current()
+        outer = 1 if axis is None else shape[1 - axis]
+        rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                       out_bytes=outer * plan.out_dtype.itemsize,
+                                       reads_result=True if axis is None else None)
         plan.check_device(rt)
         ident = identity_value(self.identity, plan.out_dtype, self.origin)
         fixed = []
@@ -161,12 +164,13 @@ class _Reduction(Skeleton):
             if checks is not None:
                 fixed.append(checks.buffer)
         if axis is None:
-            out = self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset)
+            result = self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset)
         else:
-            out = self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+            result = self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
         if checks is not None:
             checks.raise_if_failed(self.origin)
-        return out
+        self._chosen(choice, result)
+        return result
 
     def _run_flat(self, plan, rt, n, ident, fixed, forced, dataset):
         acc = plan.out_dtype

@@ -170,8 +170,10 @@ class Scan(Skeleton):
         self._ready()
         c = self._data_input(x)
         forced = self._check_params_arg(params)
-        rt = _rt.current()
         plan = self._plan(c)
+        dataset = _dataset(c, plan)
+        rt, choice = self._runtime_for(plan, dataset, [c],
+                                       out_bytes=c.size * plan.out_dtype.itemsize)
         plan.check_device(rt)
         acc = plan.out_dtype
         st = storage_dtype(acc)
@@ -233,8 +235,9 @@ class Scan(Skeleton):
             out.mark_device_written()
             return out, events
 
-        outcome = self._run_tuned(plan, rt, _dataset(c, plan), forced, run)
+        outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        self._chosen(choice, outcome.result)
         return outcome.result
 
     def _make_plan(self, in_dt: np.dtype) -> ScanPlan:

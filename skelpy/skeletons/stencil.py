@@ -48,7 +48,7 @@ from .check_buffer import DEBUG_PARAM
 from .kernel_source import SourceBuilder
 from .limits import check_iterations, check_output
 from .plan import feature_dict
-from .stencil_launch import BoundStencil, merge_launches, repeat_launcher
+from .stencil_launch import BoundStencil, merge_launches, place, repeat_launcher
 from .stencil_plan import MatrixExtra, StencilPlan, VectorExtra, nb_extra, nb_input, tile_bytes
 from .stencil_shape import (
     BORDERS,
@@ -132,18 +132,21 @@ class Stencil(Skeleton):
         iterations = check_iterations(self.origin, iterations)
         forced = self._check_params_arg(params)
         src = self._as_input(m)
-        rt = _rt.current()
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
         bound = self._bind(src, extras, out_dtype)
+        rt, choice = place(self, bound, src, iterations)
         if iterations > 1 or (forced is not None and set(forced) & set(_temporal.NAMES)):
             out = self._iterate_temporal(bound, src, extras, iterations, forced, out_dtype, rt)
             if out is not None:
+                self._chosen(choice, out)
                 return out
         cur, launches = self._single_steps(bound, src, extras, iterations, forced, out_dtype, rt)
         self.last_launch = merge_launches(self.kind, launches)
-        if iterations == 1 and forced is None and out_dtype is None and not bound.plan.checked:
+        self._chosen(choice, cur)
+        if iterations == 1 and forced is None and out_dtype is None and choice is None \
+                and not bound.plan.checked:
             self._fast = repeat_launcher(self, bound, m, extras, rt)
         return cur
 
@@ -217,7 +220,7 @@ class Stencil(Skeleton):
             return out, launches
 
         out, launch = _temporal.iterate(tplan, src, iterations, forced, bound.extra_args(rt),
-                                        single_steps, self.origin)
+                                        single_steps, self.origin, rt)
         self.last_launch = launch if launch is not None else merge_launches(self.kind, ran)
         return out
 
@@ -267,7 +270,9 @@ class Stencil(Skeleton):
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(src.dtype, descs, odt, big)
-        plan.check_device(_rt.current())
+        rt = _rt.fixed()
+        if rt is not None:              # in auto mode: checked on the device chosen
+            plan.check_device(rt)
         return BoundStencil(self, plan, descs, values, src.shape)
 
     def _kinds(self, in_dtype, descs, edge: bool, nb_edge: Sequence[bool] = ()) -> list:
@@ -500,16 +505,21 @@ class StencilSequence:
         for stage in self.stages:
             stage._ready()
         src = self.stages[0]._as_input(m)
-        rt = _rt.current()
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
+        # one device for the whole sequence, placed as the first stage run len(stages) times
+        first = self.stages[0]
+        rt, choice = place(first, self._bind_stage(0, src, extras), src,
+                           iterations * len(self.stages))
         per_stage: list[list] = [[] for _ in self.stages]
         decided: dict = {}
         cur = src
         for _ in range(iterations):
             for i, stage in enumerate(self.stages):
                 bound = self._bind_stage(i, cur, extras)
+                if choice is not None:
+                    bound.plan.check_device(rt)
                 check_output(stage.origin, src.shape, bound.out_dtype, rt)
                 dst = empty_like_shape(src.shape, bound.out_dtype, rt)
                 bound.launch(rt, cur, dst, stage._check_params_arg(stage_params[i]), decided,
@@ -528,6 +538,9 @@ class StencilSequence:
             last.global_size, last.local_size, events, refused,
             "+".join(sorted({ln.source for ln in self.last_launches})))
         self.last_launch.iterations = iterations
+        if choice is not None:
+            self.last_launch.choice = choice
+            first._chosen(choice, cur)
         return cur
 
     @checked_signature

@@ -106,6 +106,7 @@ def test_cold_start_from_four_threads_builds_once_and_does_not_warn(rt):
     errors: list = []
     barrier = threading.Barrier(4)
     builds0 = rt.stats.builds
+    cached0 = set(rt.programs.cached())
 
     def work(k):
         try:
@@ -126,10 +127,11 @@ def test_cold_start_from_four_threads_builds_once_and_does_not_warn(rt):
         np.testing.assert_array_equal(out, x * np.float32(0.75) + np.float32(0.125))
     assert not [w for w in caught if "RepeatedKernelRetrieval" in type(w.message).__name__
                 or "retriev" in str(w.message).lower()]
-    # one build per distinct program (the space's probe and the launch point), whatever
-    # the number of threads
+    # one build per distinct program (the space's probe and the launch point; under load a
+    # background retrain may change the point between threads), whatever the number of threads
     assert len(f._plans) == 1
-    assert rt.stats.builds - builds0 <= 2
+    new_programs = set(rt.programs.cached()) - cached0
+    assert rt.stats.builds - builds0 == len(new_programs) <= 3
 
 
 _RSS_SCRIPT = textwrap.dedent("""
@@ -158,13 +160,19 @@ _RSS_SCRIPT = textwrap.dedent("""
 """)
 
 
+# Each distinct muscle is one program build (about 0.3-0.5 s on PoCL with a cold compiler
+# cache), so make test runs 300 muscles, past the LRU's 256 programs; SKELPY_RSS_MUSCLES=1000
+# runs the issue's full count (measured: 48.8 MB growth, README "Errors").
+RSS_MUSCLES = int(os.environ.get("SKELPY_RSS_MUSCLES", "300"))
+
+
 @pytest.mark.slow
 def test_a_thousand_distinct_muscles_keep_rss_bounded(tmp_path):
     # a fresh process (a clean baseline) running a file (muscles need their source)
     script = tmp_path / "rss_probe.py"
     script.write_text(_RSS_SCRIPT)
     env = dict(os.environ, SKELPY_CACHE_DIR=str(tmp_path / "cache"))
-    out = subprocess.run([sys.executable, str(script), "1000"], env=env,
+    out = subprocess.run([sys.executable, str(script), str(RSS_MUSCLES)], env=env,
                          capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-2000:]
     growth, programs = out.stdout.split()
