@@ -225,3 +225,13 @@ def test_environment_variable_turns_it_on(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          env=env, timeout=300)
     assert "BOUNDS" in out.stdout and "index 7" in out.stdout, out.stdout + out.stderr
+
+
+def test_opencl_c_muscle_reads():
+    f = sk.Map("""float func(float x, float* t) {
+        return x + SKELPY_GET(t, 3);
+    }""")
+    np.testing.assert_array_equal(f(A, np.arange(5, dtype=np.float32)).to_numpy(), A + 3)
+    with sk.debug(), pytest.raises(sk.BoundsError,
+                                   match=r"C line 2\): index 3 of `SKELPY_GET\(t, 3\)`"):
+        f(A, T)
