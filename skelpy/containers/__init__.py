@@ -7,8 +7,17 @@ and index spaces (indices without storage).
 - :mod:`.index_spaces`: IndexVector and IndexMatrix.
 """
 
-from .container import Container, Matrix, MatrixRow, Vector, as_container, empty_like_shape
+from .container import (
+    Container,
+    Matrix,
+    MatrixRow,
+    Vector,
+    array_backend,
+    as_container,
+    empty_like_shape,
+    set_array_backend,
+)
 from .index_spaces import IndexMatrix, IndexSpace, IndexVector
 
 __all__ = ["Container", "IndexMatrix", "IndexSpace", "IndexVector", "Matrix", "MatrixRow",
-           "Vector", "as_container", "empty_like_shape"]
+           "Vector", "array_backend", "as_container", "empty_like_shape", "set_array_backend"]

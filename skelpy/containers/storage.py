@@ -11,9 +11,16 @@ devices, can later share or hold several of these). It keeps three promises:
 - **One newest copy.** A host write marks the device copy stale; a device write the host copy.
   A *borrowed* host array is a caller's ndarray wrapped for the length of one skeleton call
   (``as_container``): it is never written and never handed to a longer-lived container.
+- **Pending values are computed before anybody looks.** The data of a lazy result (an
+  array expression, ``skelpy.array``) is ``pending``: an object whose ``evaluate()`` fills
+  this storage. Every read resolves it first. A pending value *reads* other storages (its
+  ``readers`` are registered there): before any write to a storage, the pending values that
+  read it are computed, so a lazy result never sees data written after it was asked for.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 import pyopencl as cl
@@ -27,7 +34,7 @@ class Storage:
     """The host/device state of one container's data (of ``shape`` and ``dtype``)."""
 
     __slots__ = ("host", "buffer", "device_valid", "runtime", "shape", "dtype", "shared",
-                 "borrowed", "editing")
+                 "borrowed", "editing", "pending", "readers", "__weakref__")
 
     def __init__(self, host, buffer, runtime, shape, dtype, device_valid, shared, borrowed):
         # host: the host array, None while the device holds the only valid copy
@@ -40,6 +47,55 @@ class Storage:
         self.shared = shared
         self.borrowed = borrowed
         self.editing = 0
+        self.pending = None       # a lazy value's recipe (see the module docstring)
+        self.readers = None       # weak references to pending storages that read this one
+
+    @classmethod
+    def pending_value(cls, shape, dtype, pending) -> Storage:
+        """A storage whose data ``pending.evaluate()`` computes when it is first needed."""
+        self = cls(None, None, None, shape, dtype, False, False, False)
+        self.pending = pending
+        return self
+
+    def add_reader(self, reader: Storage) -> None:
+        """``reader`` (pending) reads this storage: compute it before this one is written."""
+        if self.readers is None:
+            self.readers = []
+        elif len(self.readers) > 64:
+            self.readers = [r for r in self.readers if _pending(r())]
+        self.readers.append(weakref.ref(reader))
+
+    def resolve(self) -> None:
+        """Compute a pending value now."""
+        if self.pending is not None:
+            self.pending.evaluate()
+
+    def before_write(self) -> None:
+        """Compute the pending values that read this storage (it is about to change)."""
+        readers = self.readers
+        if readers:
+            self.readers = None
+            for ref in readers:
+                r = ref()
+                if r is not None and r.pending is not None:
+                    r.pending.evaluate()
+
+    def take(self, buffer, runtime) -> None:
+        """Replace the whole data by ``buffer`` (a kernel's result of this shape and dtype):
+        what read the old data is computed first."""
+        if self.readers:
+            self.before_write()
+        self.pending = None
+        self.host = None
+        self.buffer, self.runtime = buffer, runtime
+        self.device_valid = True
+        self.shared = self.borrowed = False
+
+    def filled(self, buffer, runtime) -> None:
+        """A pending value was computed into ``buffer`` on ``runtime``."""
+        self.pending = None
+        self.buffer, self.runtime = buffer, runtime
+        self.device_valid = True
 
     @classmethod
     def owned(cls, host: np.ndarray) -> Storage:
@@ -61,6 +117,8 @@ class Storage:
     # -- device side ------------------------------------------------------------------------
     def device_buffer(self, rt):
         """The device buffer on runtime ``rt``, uploading the host copy first if it is newer."""
+        if self.pending is not None:
+            self.pending.evaluate()
         if self.runtime is not rt:
             # The device changed since this buffer was made: bring the data over via the host.
             if self.device_valid and self.host is None:
@@ -78,6 +136,8 @@ class Storage:
         return self.buffer
 
     def device_written(self) -> None:
+        if self.readers:
+            self.before_write()
         self.device_valid = True
         self.host = None
 
@@ -86,6 +146,8 @@ class Storage:
         """The host array, downloaded first if the device holds the newest copy."""
         if self.host is not None:
             return self.host
+        if self.pending is not None:
+            self.pending.evaluate()
         host = np.empty(self.shape, self.dtype)
         if host.size:
             self.runtime.download(host.view(storage_dtype(self.dtype)), self.buffer)
@@ -125,6 +187,8 @@ class Storage:
     def writable_host(self) -> np.ndarray:
         """The host array made writable, copied first if anybody else can see it; the caller
         must call :meth:`host_written` afterwards (also when its write failed)."""
+        if self.readers:
+            self.before_write()
         host = self.sync_host()
         if self.shared:
             host = np.array(host, order="C")
@@ -161,6 +225,7 @@ class Storage:
     def copy(self) -> Storage:
         """An independent copy: a valid host array is shared until either side writes; a
         valid device copy is duplicated on the device (so a copy of a result stays there)."""
+        self.resolve()
         host = None
         if self.host is not None:
             if self.editing or self.borrowed:
@@ -181,6 +246,7 @@ class Storage:
     # -- parts of the device copy -----------------------------------------------------------
     def read_part(self, sel: Selection):
         """The selection read from the device copy (only its elements move)."""
+        self.resolve()
         if sel.empty:
             out = np.empty(sel.shape, self.dtype)
         else:
@@ -194,6 +260,9 @@ class Storage:
 
     def write_part(self, sel: Selection, value, owner) -> None:
         """Write ``value`` into the selection, straight into the device copy."""
+        self.resolve()
+        if self.readers:
+            self.before_write()
         if sel.empty:
             assign(np.empty(sel.shape, self.dtype), ..., value, owner)  # only the checks
             return
@@ -207,6 +276,10 @@ class Storage:
     def _move(self, plan: _Transfer, part: np.ndarray, *, to_device: bool) -> None:
         self.runtime.copy_part(part.reshape(plan.runs), self.buffer, plan.offset,
                                plan.pitches, to_device=to_device)
+
+
+def _pending(storage) -> bool:
+    return storage is not None and storage.pending is not None
 
 
 # A strided innermost axis whose elements lie at most this many bytes apart moves with the

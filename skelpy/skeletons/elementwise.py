@@ -31,6 +31,7 @@ from ..tuner.space import Param, ParamSpace, pow2_range
 from .arguments import (
     ArrayArg,
     ContainerInput,
+    ViewInput,
     array_extra_dtypes,
     classify_extras,
     extra_kernel_args,
@@ -192,9 +193,11 @@ class _Elementwise(Skeleton):
         unexpected returns None and the full path runs instead."""
         n_in = self.n_inputs
         specs = []
-        for a in args[:n_in]:
+        for k, a in enumerate(args[:n_in]):
             if isinstance(a, Container):
-                specs.append((type(a), a.dtype, a.shape, None))
+                # a view's kernel arguments come from its kind (offset, strides)
+                specs.append((type(a), a.dtype, a.shape,
+                              plan.inputs[k] if a.layout is not None else None))
             elif isinstance(a, IndexMatrix):
                 specs.append((IndexMatrix, None, a.shape, np.int64(a.shape[1])))
             elif isinstance(a, IndexVector):
@@ -234,7 +237,14 @@ class _Elementwise(Skeleton):
                         if dt is not None:
                             if a.dtype != dt:
                                 return None
-                            argv.append(a.device_buffer(rt))
+                            if extra is None:
+                                if a.layout is not None:
+                                    return None
+                                argv.append(a.device_buffer(rt))
+                            else:
+                                if input_kind(a) is not extra:
+                                    return None
+                                argv.extend(extra.kernel_args(a, rt))
                         elif extra is not None:
                             argv.append(extra)
                     elif dt is not None:               # a container read by index
@@ -311,7 +321,7 @@ class _Elementwise(Skeleton):
         # 16-byte loads and stores by default: on the H200 a float map went from 2.7 TB/s
         # (scalar) to 4.2 TB/s (float4), and PoCL vectorises them as well.
         widest = max([tm.out_dtype.itemsize] + [inp.dtype.itemsize for inp in inputs
-                                                 if isinstance(inp, ContainerInput)])
+                                                 if isinstance(inp, (ContainerInput, ViewInput))])
         return ElementwisePlan(source=source, out_dtype=tm.out_dtype, muscles=(tm,),
                                features=features, origin=self.origin, inputs=tuple(inputs),
                                n_muscle_inputs=n_muscle_inputs,
@@ -363,3 +373,24 @@ class Zip(_Elementwise):
 
     def __init__(self, f, *, out_dtype=None):
         super().__init__(f, out_dtype=out_dtype)
+
+
+class ZipN(_Elementwise):
+    """``ZipN(f, n)(x1, ..., xn, *extras)``: ``out[i] = f(x1[i], ..., xn[i], *extras)``.
+
+    The kernel of an array expression (``skelpy.array``): its inputs are the expression's
+    leaves (containers or views of one shape), its extras the constants. For the tuner it is
+    a Map like any other."""
+
+    kind = "map"
+
+    def __init__(self, f, n_inputs: int, *, out_dtype=None, description: str = ""):
+        super().__init__(f, out_dtype=out_dtype)
+        self.n_inputs = int(n_inputs)
+        self.description = description
+
+    def source(self, *args, params: Mapping | None = None, out_dtype=None) -> str:
+        """The program a call builds (see Skeleton.source), after a comment naming the
+        expression it computes (inputs ``a0, a1, ...``, constants ``c0, ...``)."""
+        head = f"/* skelpy.array fused: {self.description} */\n" if self.description else ""
+        return head + super().source(*args, params=params, out_dtype=out_dtype)

@@ -124,9 +124,7 @@ class _Reduction(Skeleton):
                 raise self._error(ShapeError, f"axis {axis} is out of range for a Vector")
             axis = None
         if axis is not None:
-            axis = axis % 2
-            if any(isinstance(c, IndexSpace) for c in inputs):
-                raise self._error(ShapeError, "axis reductions need container inputs")
+            axis = axis % 2          # an IndexMatrix is read at the linear index, like data
         kinds = tuple(input_kind(c) for c in inputs)
         sig = (kinds, tuple(extras_desc), axis)
         plan = self._plans.get(sig)
