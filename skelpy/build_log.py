@@ -5,7 +5,10 @@ pyopencl reports a non-empty log of a successful build only as "non-empty compil
 useless without the code. :func:`build_warning` turns the log into a warning whose text is the
 log and the numbered source, as a BuildError's is: when the log has warnings, and in debug
 mode when it says anything. Notes that a compiler could not follow one of skelpy's own
-``#pragma unroll`` hints are left out: they are about performance, not about the program.
+``#pragma unroll`` hints are left out: they are about performance, not about the program; so
+are "self-comparison always evaluates to ..." notes: ``x != x`` is Python's NaN test, and a
+muscle written for every dtype (the array style's argmin, a user's ``x == x``) compiles it for
+integers too, where the constant answer is the right one.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from .debug import STATE as DEBUG
 from .errors import BuildWarning, build_report
 
 _UNROLL_NOTE = re.compile(r"loop not unrolled", re.IGNORECASE)
+_SELF_COMPARISON = re.compile(r"self-comparison always evaluates to", re.IGNORECASE)
 
 
 def build_warning(program: cl.Program, device, source: str, options: str,
@@ -28,7 +32,8 @@ def build_warning(program: cl.Program, device, source: str, options: str,
         log = program.get_build_info(device.cl_device, cl.program_build_info.LOG)
     except cl.Error:
         return None
-    lines = [ln for ln in str(log).splitlines() if ln.strip() and not _UNROLL_NOTE.search(ln)]
+    lines = [ln for ln in str(log).splitlines()
+             if ln.strip() and not _UNROLL_NOTE.search(ln) and not _SELF_COMPARISON.search(ln)]
     warned = [ln for ln in lines if "warning" in ln.lower()]
     if not warned and not (lines and DEBUG.on):
         return None

@@ -211,6 +211,35 @@ def test_build_warnings_show_the_numbered_source():
     assert "int k = 4294967299L;" in text and "    1 | " in text
 
 
+def test_self_comparisons_of_integers_are_not_build_warnings():
+    # x != x is Python's NaN test; for integers (the array style's argmin, a muscle written
+    # for every dtype) the compiler's "self-comparison always evaluates to false" is no news
+    ints = np.arange(7, dtype=np.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sk.BuildWarning)
+        got = sk.Map(lambda x: x != x or x == x)(ints).to_numpy()
+        np.testing.assert_array_equal(got, np.ones(7, bool))
+        assert int(sk.Vector(ints[::-1].copy()).argmin()) == 6
+
+
+def test_array_style_in_debug_mode():
+    # fused expressions read element-wise (their shapes are checked at the line in every
+    # mode), so debug mode has nothing to check in them: same results, and an index out of a
+    # view's range is a BoundsError as everywhere
+    x = np.arange(11, dtype=np.float32)
+    y = np.linspace(0, 1, 11, dtype=np.float32)
+    vx, vy = sk.Vector(x), sk.Vector(y)
+    with sk.debug():
+        np.testing.assert_allclose(np.asarray(2 * vx[1:] + vy[:-1] ** 2),
+                                   2 * x[1:] + y[:-1] ** 2, rtol=1e-6)
+        assert float((vx * vy).sum()) == pytest.approx(float((x * y).sum()), rel=1e-6)
+        assert int(vx[::2].argmax()) == 5
+        with pytest.raises(sk.BoundsError):
+            vx[2:][9]
+        with pytest.raises(sk.ShapeError):
+            vx[3:] + vy
+
+
 def test_environment_variable_turns_it_on(tmp_path):
     script = tmp_path / "env_debug.py"
     script.write_text(textwrap.dedent("""

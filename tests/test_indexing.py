@@ -62,8 +62,9 @@ def test_error_classes():
     assert issubclass(sk.BoundsError, IndexError) and issubclass(sk.BoundsError,
                                                                  sk.SkelpyError)
     assert issubclass(sk.CallError, TypeError) and issubclass(sk.CallError, sk.SkelpyError)
-    with pytest.raises(sk.CallError):
-        sk.Reduce(lambda a, b: a + b, 0)(A, A)
+    for fold in (sk.Reduce(lambda a, b: a + b, 0), sk.Scan(lambda a, b: a + b, 0)):
+        with pytest.raises(sk.CallError, match="test_indexing.py"):     # issue 10, item 12
+            fold(A, A)
     v = sk.Vector(A)
     m = sk.Matrix(np.zeros((2, 3), np.float32))
     for bad in (lambda: v[8], lambda: v[-9], lambda: m[2, 0], lambda: m[0, 1, 2],
