@@ -6,9 +6,11 @@ useless without the code. :func:`build_warning` turns the log into a warning who
 log and the numbered source, as a BuildError's is: when the log has warnings, and in debug
 mode when it says anything. Notes that a compiler could not follow one of skelpy's own
 ``#pragma unroll`` hints are left out: they are about performance, not about the program; so
-are "self-comparison always evaluates to ..." notes: ``x != x`` is Python's NaN test, and a
-muscle written for every dtype (the array style's argmin, a user's ``x == x``) compiles it for
-integers too, where the constant answer is the right one.
+are notes on the generated code's style: "self-comparison always evaluates to ..." (``x != x``
+is Python's NaN test, and a muscle written for every dtype, the array style's argmin or a
+user's ``x == x``, compiles it for integers too, where the constant answer is the right one)
+and "equality comparison with extraneous parentheses" (``if ((i == 2L))``: every comparison is
+emitted in parentheses).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from .debug import STATE as DEBUG
 from .errors import BuildWarning, build_report
 
 _UNROLL_NOTE = re.compile(r"loop not unrolled", re.IGNORECASE)
-_SELF_COMPARISON = re.compile(r"self-comparison always evaluates to", re.IGNORECASE)
+_STYLE_NOTES = re.compile(r"self-comparison always evaluates to|"
+                          r"equality comparison with extraneous parentheses", re.IGNORECASE)
 
 
 def build_warning(program: cl.Program, device, source: str, options: str,
@@ -33,7 +36,7 @@ def build_warning(program: cl.Program, device, source: str, options: str,
     except cl.Error:
         return None
     lines = [ln for ln in str(log).splitlines()
-             if ln.strip() and not _UNROLL_NOTE.search(ln) and not _SELF_COMPARISON.search(ln)]
+             if ln.strip() and not _UNROLL_NOTE.search(ln) and not _STYLE_NOTES.search(ln)]
     warned = [ln for ln in lines if "warning" in ln.lower()]
     if not warned and not (lines and DEBUG.on):
         return None

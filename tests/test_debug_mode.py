@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import numpy as np
@@ -211,14 +212,30 @@ def test_build_warnings_show_the_numbered_source():
     assert "int k = 4294967299L;" in text and "    1 | " in text
 
 
-def test_self_comparisons_of_integers_are_not_build_warnings():
-    # x != x is Python's NaN test; for integers (the array style's argmin, a muscle written
-    # for every dtype) the compiler's "self-comparison always evaluates to false" is no news
+def test_style_notes_are_not_build_warnings():
+    # notes on the generated code's style are no news to the user: x != x is Python's NaN
+    # test, "self-comparison always evaluates to false" for integers (the array style's argmin),
+    # and `if ((x == 3.25f))` is "equality comparison with extraneous parentheses". A captured
+    # salt makes the programs new to every cache, so that the compiler's log is there to read.
+    salt = time.time_ns() % 1_000_003
+
+    def nan_test(x):
+        t = x != x
+        return x + salt if t else x - salt
+
+    def if_equal(x):
+        y = x
+        if x == 3.25:
+            y = x + salt
+        return y
+
     ints = np.arange(7, dtype=np.int32)
+    floats = ints + np.float32(0.25)
     with warnings.catch_warnings():
         warnings.simplefilter("error", sk.BuildWarning)
-        got = sk.Map(lambda x: x != x or x == x)(ints).to_numpy()
-        np.testing.assert_array_equal(got, np.ones(7, bool))
+        np.testing.assert_array_equal(sk.Map(nan_test)(ints).to_numpy(), ints - salt)
+        np.testing.assert_array_equal(sk.Map(if_equal)(floats).to_numpy(),
+                                      np.where(floats == 3.25, floats + salt, floats))
         assert int(sk.Vector(ints[::-1].copy()).argmin()) == 6
 
 
