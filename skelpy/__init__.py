@@ -7,7 +7,7 @@ launches the OpenCL kernel. See the README for a tour.
 
 from __future__ import annotations
 
-from .array import HostFallbackWarning, evaluate, where
+from .array import HostFallbackWarning, evaluate, lazy, where
 from .containers import IndexMatrix, IndexVector, Matrix, Vector
 from .debug import debug
 from .errors import (
@@ -48,5 +48,5 @@ __all__ = [
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
     "DTypeError", "DeviceError", "ParameterError", "RefusedParameters", "CallError",
     "BoundsError", "BuildWarning",
-    "evaluate", "where", "HostFallbackWarning",
+    "evaluate", "lazy", "where", "HostFallbackWarning",
 ]

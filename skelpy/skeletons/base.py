@@ -217,7 +217,8 @@ class Skeleton:
         req = tuner.TuningRequest(
             skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
             space=plan.space(rt), dataset=dataset, features=plan.features,
-            forced=params, run=run, origin=self.origin)
+            forced=params, run=run, origin=self.origin,
+            prepare=lambda points: plan.prebuild(rt, points))
         try:
             if DEBUG.on and plan.checked:
                 # debug kernels are slower on purpose: never measured, never in the store

@@ -3,12 +3,13 @@
 Both are the same kernel (``kernels/elementwise.cl``) over one or two inputs; the inputs may
 be Vectors, Matrices, ndarrays or index spaces, and extra arguments follow them. Tunable
 launch parameters: work-group size ``wg``, coarsening ``coarsen`` with ``blocked`` stride
-(interleaved keeps loads coalesced, seed 000), and load/store vector width ``vw``.
+(interleaved keeps loads coalesced, [Magni 2015] §4.3.2), and load/store vector width ``vw``.
 """
 
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from ..containers import (
     Vector,
     empty_like_shape,
 )
+from ..containers import array_surface as _surface
 from ..dtypes import storage_c_type
 from ..errors import DTypeError, ShapeError
 from ..tuner.space import Param, ParamSpace, pow2_range
@@ -96,17 +98,30 @@ class ElementwisePlan(Plan):
 class _Elementwise(Skeleton):
     n_inputs = 1
     _fast = None       # the repeat-call launcher of the latest settled call (see _make_fast)
+    deferrable = True  # inside ``sk.lazy()`` a call may become a pending value (skelpy.array)
+
+    def __init__(self, f, *, out_dtype=None):
+        super().__init__(f, out_dtype=out_dtype)
+        #: The Python muscle function (None for OpenCL C source): a deferred call's result
+        #: is fused by calling it from the consumer's kernel (``skelpy.array.chains``).
+        self.function = f if isinstance(f, types.FunctionType) else \
+            getattr(f, "_skelpy_fn", None)
 
     def __call__(self, *args, params: Mapping | None = None, out_dtype=None, **unknown):
         """Apply the muscle to every element; the result stays on the device."""
         if unknown:
             raise self._unexpected(unknown, "(*containers, *extras, params=None, "
                                    "out_dtype=None)")
-        fast = self._ready()
-        if fast is not None and params is None and out_dtype is None:
-            out = fast(args)
-            if out is not None:
-                return out
+        fast = self._ready()        # every call: captured values changed? debug mode?
+        if params is None and out_dtype is None:
+            if _surface.lazy_calls and self.deferrable:
+                out = _surface.array_backend().defer(self, args)
+                if out is not None:
+                    return out
+            if fast is not None:
+                out = fast(args)
+                if out is not None:
+                    return out
         return self._call(args, params, out_dtype)
 
     @checked_signature
@@ -117,6 +132,11 @@ class _Elementwise(Skeleton):
     def _describe(self, args, out_dtype=None):
         plan, _inputs, shape, _descs, _vals = self._signature(args, out_dtype)
         return plan, _dataset(plan, shape)
+
+    def result_dtype(self, *args) -> np.dtype:
+        """The dtype a call with these arguments returns; the arguments are checked (and the
+        muscle specialised) as a call does, so errors are the call's. Nothing runs."""
+        return self._signature(args, None)[0].out_dtype
 
     def _signature(self, args, out_dtype):
         """Classify a call's arguments: (plan, inputs, shape, extra kinds, extra values)."""
@@ -383,6 +403,7 @@ class ZipN(_Elementwise):
     a Map like any other."""
 
     kind = "map"
+    deferrable = False          # it IS the fused kernel
 
     def __init__(self, f, n_inputs: int, *, out_dtype=None, description: str = ""):
         super().__init__(f, out_dtype=out_dtype)

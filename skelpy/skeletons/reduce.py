@@ -6,12 +6,12 @@ integers accumulates in int64/uint64 as ``np.sum`` does, any other muscle in the
 ``f(acc, x)`` at its fixed point, and ``dtype=`` chooses it outright (then integers wrap exactly
 as ``np.add.reduce(x, dtype=dtype)`` does). An empty input (or axis) gives ``identity``.
 
-**Fusion decision.** Map results in skelpy are real device containers, computed when Map is
-called, so ``Reduce(Map(...)(x))`` cannot be fused after the fact without turning every Map into
-a deferred expression (changing when kernels run and where errors surface). Instead, as in
-SkePU, the fused form is explicit: ``MapReduce(map_f, reduce_f, identity)(x, y, *extras)``
-applies ``map_f`` to the elements and folds the results in ONE kernel launch, never storing the
-mapped values; a dot product is ``MapReduce(lambda a, b: a * b, lambda a, b: a + b, 0)(x, y)``.
+**Fusion.** ``MapReduce(map_f, reduce_f, identity)(x, y, *extras)`` applies ``map_f`` to the
+elements and folds the results in ONE kernel launch, never storing the mapped values; a dot
+product is ``MapReduce(lambda a, b: a * b, lambda a, b: a + b, 0)(x, y)``. Map results are
+computed when Map is called, except inside ``with sk.lazy():``, where they stay pending as
+array expressions do; ``Reduce`` of a pending value (an expression, or such a Map result)
+runs as that MapReduce (``skelpy.array.chains``).
 
 **Kernel** (``kernels/reduce.cl``): every work-item folds several elements (thread coarsening:
 ``items`` per step), the work-group folds in local memory, and the last work-group to finish
@@ -47,7 +47,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import Container, IndexSpace, Vector, empty_like_shape
+from ..containers import Container, IndexSpace, Vector, array_backend, empty_like_shape
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import DTypeError, ShapeError
 from ..muscle import Muscle
@@ -325,11 +325,16 @@ class Reduce(_Reduction):
                  commutative: bool | None = None, out_dtype=None):
         super().__init__(f)
         self._reduce_fn = f
+        self.function = f          # the muscle as given (a fused input's MapReduce folds it)
         self._setup(identity, axis, commutative, dtype, out_dtype)
 
     @checked_signature
     def __call__(self, x, *, params: Mapping | None = None) -> np.generic | Vector:
         """Fold all elements (or along ``axis``); a scalar, or a Vector for an axis fold."""
+        if params is None and isinstance(x, Container) and x.is_pending:
+            fused = array_backend().fused_reduce(self, x)   # the input's kernel is the map
+            if fused is not None:
+                return fused
         return self._reduce([self._data_input(x)], [], params)
 
     @checked_signature
