@@ -28,8 +28,12 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 
+from .build_log import build_warning
 from .errors import BuildError, DeviceError, LaunchError, RefusedParameters, ShapeError
 from .programs import ProgramCache
+
+# The build option that lets oclgrind run skelpy's kernels (see Runtime.__init__).
+_NO_RESTRICT = "-Drestrict="
 
 # Launch failures that mean "these launch parameters are not acceptable here" ([Cummins 2018]
 # §5.4.1 calls them refused parameters): retrying with other parameters can succeed.
@@ -276,6 +280,10 @@ class Runtime:
         self.allocator = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self._local_limit = device.local_mem_size
         self.programs = ProgramCache()
+        self._warned_sources: set[str] = set()
+        # oclgrind cannot run kernels whose inlined functions take restrict pointers (clang
+        # marks them with llvm.experimental.noalias.scope.decl, which it does not know)
+        self._simulator = "oclgrind" in device.platform.lower()
         # program -> {kernel name: kernel}; an entry goes with its program
         self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -319,6 +327,8 @@ class Runtime:
         """The program for (source, options), from the cache or built now. ``origin`` (the
         skeleton and its muscle's file and line) starts any BuildError's message; ``owner``
         (a plan) keeps the entry while it lives (see :class:`ProgramCache`)."""
+        if self._simulator:
+            options = (*options, _NO_RESTRICT)
         opts = " ".join(options)
         key = (source, opts)
         prg = self.programs.get(key, owner)
@@ -348,7 +358,16 @@ class Runtime:
             finally:
                 with self._lock:
                     self._building.pop(key, None)
+        self._warn_build_log(prg, source, opts, origin)
         return prg
+
+    def _warn_build_log(self, program: cl.Program, source: str, opts: str, origin: str) -> None:
+        """Compiler warnings of a successful build, once per program (build_log.py)."""
+        if source not in self._warned_sources:
+            warning = build_warning(program, self.device, source, opts, origin)
+            if warning is not None:
+                self._warned_sources.add(source)
+                warnings.warn(warning, stacklevel=4)
 
     def kernel(self, program: cl.Program, name: str, *, origin: str = "") -> cl.Kernel:
         """The kernel ``name`` of ``program`` (one object per program and name)."""

@@ -43,6 +43,7 @@ from .arguments import (
     scalar_converter,
 )
 from .base import Skeleton, check_same_shape, checked_signature
+from .check_buffer import DEBUG_PARAM, check_buffer
 from .kernel_source import SourceBuilder
 from .limits import MAX_COARSEN, Legality, Rule, at_least, at_most, check_output, one_of
 from .plan import Plan, feature_dict
@@ -111,12 +112,12 @@ class _Elementwise(Skeleton):
         if unknown:
             raise self._unexpected(unknown, "(*containers, *extras, params=None, "
                                    "out_dtype=None)")
+        fast = self._ready()        # every call: captured values changed? debug mode?
         if params is None and out_dtype is None:
             if _surface.lazy_calls and self.deferrable:
                 out = _surface.array_backend().defer(self, args)
                 if out is not None:
                     return out
-            fast = self._fast
             if fast is not None:
                 out = fast(args)
                 if out is not None:
@@ -176,6 +177,9 @@ class _Elementwise(Skeleton):
                 fixed += kind.kernel_args(c, rt)
             fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle,
                                        plan.n_muscle_inputs, rt, self.origin)
+            checks = check_buffer(plan, rt)
+            if checks is not None:
+                fixed.append(checks.buffer)
         launched = {}
 
         def run(point):
@@ -190,9 +194,11 @@ class _Elementwise(Skeleton):
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         out.mark_device_written()
         self._record(outcome, launched["g"], launched["l"])
+        if checks is not None:
+            checks.raise_if_failed(self.origin)
         self._chosen(choice, out)
         if forced is None and out_dtype is None and outcome.ticket is not None \
-                and choice is None:
+                and choice is None and checks is None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
                                          launched["g"], launched["l"])
         return out
@@ -300,7 +306,8 @@ class _Elementwise(Skeleton):
                 f"the muscle takes {self.muscle.n_params} parameter(s) but this call supplies "
                 f"{len(kinds)} ({n_muscle_inputs} from the input container(s) and {n_extra} "
                 "extra argument(s))")
-        tm = self.muscle.specialise(kinds, out_dtype=out_dtype, c_name="skp_muscle")
+        tm = self.muscle.specialise(kinds, out_dtype=out_dtype, c_name="skp_muscle",
+                                    checks=self._checks())
         decl_in, call_in, vload, call_v = [], [], [], []
         for k, inp in enumerate(inputs):
             decl_in += inp.declarations(k)
@@ -310,7 +317,7 @@ class _Elementwise(Skeleton):
                 vload.append(load)
             call_v.append(inp.vector_read(k, "i", "c"))
         decl_ex, call_ex = extra_kernel_params(extras_desc, tm, n_muscle_inputs)
-        decls = decl_in + decl_ex
+        decls = decl_in + decl_ex + ([DEBUG_PARAM] if tm.checked else [])
         names = [_decl_name(x) for x in decls]
         loaded = [inp.data_dtype for inp in inputs if inp.data_dtype is not None]
         source = (SourceBuilder("elementwise")

@@ -56,6 +56,11 @@ class Plan:
         return self.source.uses_fp64
 
     @property
+    def checked(self) -> bool:
+        """Whether the kernel checks its reads and takes a check buffer (check_buffer.py)."""
+        return any(getattr(tm, "checked", False) for tm in self.muscles if tm is not None)
+
+    @property
     def muscle(self):
         """The translated muscle the extra arguments are passed to."""
         return self.muscles[0]

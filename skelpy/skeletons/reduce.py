@@ -61,6 +61,7 @@ from .arguments import (
     input_muscle_kinds,
 )
 from .base import Skeleton, check_same_shape, checked_signature
+from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import as_scalar, check_identity, identity_value
 from .fold_muscle import dtype_argument, fold_dtype, muscle_is_commutative
 from .kernel_source import SourceBuilder
@@ -142,6 +143,7 @@ class _Reduction(Skeleton):
         return plan, dataset
 
     def _reduce(self, inputs: list, extras: list, params):
+        self._ready()
         plan, shape, axis, extras_desc, extras_val, dataset = self._signature(inputs, extras)
         forced = self._check_params_arg(params)
         outer = 1 if axis is None else shape[1 - axis]
@@ -156,10 +158,15 @@ class _Reduction(Skeleton):
                 fixed += kind.kernel_args(c, rt)
             fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle,
                                        plan.n_muscle_inputs, rt, self.origin)
+            checks = check_buffer(plan, rt)
+            if checks is not None:
+                fixed.append(checks.buffer)
         if axis is None:
             result = self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset)
         else:
             result = self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+        if checks is not None:
+            checks.raise_if_failed(self.origin)
         self._chosen(choice, result)
         return result
 
@@ -257,11 +264,13 @@ class _Reduction(Skeleton):
                     f"the map muscle takes {map_muscle.n_params} parameter(s) but this call "
                     f"supplies {len(kinds)} ({n_muscle_inputs} from the input container(s) "
                     f"and {n_extra} extra argument(s))")
-            map_tm = map_muscle.specialise(kinds, c_name="skp_map")
+            map_tm = map_muscle.specialise(kinds, c_name="skp_map", checks=self._checks())
             acc = fold_dtype(self.muscle, self._reduce_fn, map_tm.out_dtype, self.out_dtype,
                              self.origin)
             decl_ex, call_ex = extra_kernel_params(extras_desc, map_tm, n_muscle_inputs)
             decls = [d for k, inp in enumerate(inputs) for d in inp.declarations(k)] + decl_ex
+            if map_tm.checked:          # (the reduce muscle runs in helpers: not checked)
+                decls.append(DEBUG_PARAM)
             call = [inp.read(k, "(i)") for k, inp in enumerate(inputs)]
             load = f"(({c_type(acc)})skp_map({', '.join(call + call_ex)}))"
             source.muscle(map_tm)

@@ -33,33 +33,37 @@ LOCAL_RESERVE = 256           # bytes of local memory left for the implementatio
 # -- accessor templates (see stencil_common.cl) ------------------------------------------------
 
 _DIRECT_READ = "(({ctype})SKP_READ_DIRECT({name}, {name}_p, {i0}, {i1}))"
+#: The offsets a neighbourhood may be read at: the stencil's shape (checked reads).
+NB_BOUNDS = (("(-SKP_N)", "(SKP_S + 1)"), ("(-SKP_W)", "(SKP_E + 1)"))
 
 
 def nb_input(dtype, edge: bool) -> Accessor:
     """The input neighbourhood: in local memory or global memory, chosen by SKP_LOCAL."""
     if not edge:
         return Accessor(dtype, 2, ("SKP_SPACE_NB const {stype}* {name}",
-                                   "const int {name}_p"), _DIRECT_READ, kind="neighbourhood")
+                                   "const int {name}_p"), _DIRECT_READ, kind="neighbourhood",
+                        bounds=NB_BOUNDS)
     return Accessor(
         dtype, 2,
         ("SKP_SPACE_IN const {stype}* {name}", "const int {name}_p",
          "const int {name}_r", "const int {name}_c", "const int {name}_rows",
          "const int {name}_cols"),
         "(({ctype})SKP_READ_EDGE_IN({name}, {name}_p, {name}_r, {name}_c, {name}_rows, "
-        "{name}_cols, SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood")
+        "{name}_cols, SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood", bounds=NB_BOUNDS)
 
 
 def nb_extra(dtype, edge: bool) -> Accessor:
     """An extra matrix of the input's shape, read around the same cell from global memory."""
     if not edge:
         return Accessor(dtype, 2, ("__global const {stype}* {name}",
-                                   "const int {name}_p"), _DIRECT_READ, kind="neighbourhood")
+                                   "const int {name}_p"), _DIRECT_READ, kind="neighbourhood",
+                        bounds=NB_BOUNDS)
     return Accessor(
         dtype, 2,
         ("__global const {stype}* {name}", "const int {name}_r", "const int {name}_c",
          "const int {name}_rows", "const int {name}_cols"),
         "(({ctype})SKP_READ_EDGE({name}, {name}_r, {name}_c, {name}_rows, {name}_cols, "
-        "SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood")
+        "SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood", bounds=NB_BOUNDS)
 
 
 @dataclass(frozen=True)
