@@ -69,10 +69,14 @@ class ElementwisePlan(Plan):
     def make_space(self, rt: _rt.Runtime) -> tuple[ParamSpace, Legality]:
         """The legal launch points of this kernel on ``rt``'s device."""
         dev = rt.device
-        # asked of the default point's program, which the first call then reuses (the base
-        # point's would be a second build of every new kernel)
-        kmax = rt.kernel_max_work_group_size(
-            self.kernel(rt, {**_BASE_POINT, "vw": self.vw_default}))
+        # A CPU's OpenCL takes any work-group size up to the device's for any kernel (there
+        # are no registers to run out of), so asking a compiled kernel there would only cost a
+        # build; a GPU is asked of the default point's program, which a default call reuses.
+        if dev.kind == "cpu":
+            kmax = dev.max_work_group_size
+        else:
+            kmax = rt.kernel_max_work_group_size(
+                self.kernel(rt, {**_BASE_POINT, "vw": self.vw_default}))
         wmax = min(dev.max_work_group_size, kmax, dev.max_work_item_sizes[0])
         params = [
             Param("wg", pow2_range(1, wmax), doc="work-group size"),
