@@ -69,7 +69,10 @@ class ElementwisePlan(Plan):
     def make_space(self, rt: _rt.Runtime) -> tuple[ParamSpace, Legality]:
         """The legal launch points of this kernel on ``rt``'s device."""
         dev = rt.device
-        kmax = rt.kernel_max_work_group_size(self.kernel(rt, dict(_BASE_POINT)))
+        # asked of the default point's program, which the first call then reuses (the base
+        # point's would be a second build of every new kernel)
+        kmax = rt.kernel_max_work_group_size(
+            self.kernel(rt, {**_BASE_POINT, "vw": self.vw_default}))
         wmax = min(dev.max_work_group_size, kmax, dev.max_work_item_sizes[0])
         params = [
             Param("wg", pow2_range(1, wmax), doc="work-group size"),
