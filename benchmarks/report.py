@@ -407,7 +407,7 @@ def device_section(doc: dict, charts: dict[str, str]) -> list[str]:
         L.append("")
     te = doc.get("tuner_eval")
     if te and te.get("summary"):
-        L.append("### Autotuner evaluation (seed 002 ch. 7, leave-one-kernel-out)")
+        L.append("### Autotuner evaluation ([Cummins 2018] ch. 7, leave-one-kernel-out)")
         L.append("")
         trs = []
         for name, s in te["summary"].items():
