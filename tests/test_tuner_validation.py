@@ -43,19 +43,23 @@ def _well_fed(device="New GPU", kernels=10):
     return out
 
 
-def _thin(device="New GPU", kernels=16, seed=0):
-    """Two points per scenario (the default and one other), as a 2-minute ``skelpy tune``
-    measures: the other point wins 1.5x on some kernels and loses 3x on others, and nothing
-    in the features says which."""
+def _thin(device="New GPU", kernels=16, seed=0, points=2):
+    """``points`` points per scenario (2: the default and one other, as a 2-minute ``skelpy
+    tune`` measures; more: others like it): the other point wins 1.5x on some kernels
+    and loses 3x on others, and nothing in the features says which."""
     rng = np.random.default_rng(seed)
+    extra = [params_json({"wg": w, "coarsen": c}) for w in WG for c in CO]
+    extra = [k for k in extra if k not in (DEFAULT, OTHER)][:max(0, points - 2)]
     out = []
     for i in range(kernels):
         wins = i % 2 == 0
         ops = float(rng.uniform(0, 4))
         for n in (1 << 16, 1 << 20):
             t = 1e-9 * n
-            out.append(_scen(device, f"t{i}", n, {"ops": ops},
-                             {DEFAULT: t, OTHER: t / 1.5 if wins else 3 * t}))
+            times = {DEFAULT: t, OTHER: t / 1.5 if wins else 3 * t}
+            times.update({k: t / 1.5 if w else 3 * t
+                          for k, w in zip(extra, rng.random(len(extra)) < 0.5)})
+            out.append(_scen(device, f"t{i}", n, {"ops": ops}, times))
     return out
 
 
@@ -69,8 +73,17 @@ def _pick(m: tmodel.DeviceModel, sd: tmodel.ScenarioData) -> str:
     return params_json(cand.points[i])
 
 
+def test_too_few_points_per_scenario_are_no_evidence():
+    # scored among 2 measured points a model looks better than it is (at run time it picks
+    # among all): such scenarios do not count, and without evidence nothing changes
+    checked = zero_shot.train_on(_thin(), "New GPU", shipped=[], **FIT)
+    g = checked.groups[SIG]
+    assert g.keeps_default and g.validation["use"] == "default"
+    assert g.validation["scenarios"] == 0
+
+
 def test_a_model_from_thin_local_data_cannot_override_a_good_default():
-    local = _thin()
+    local = _thin(points=validation.MIN_POINTS)
     unchecked = zero_shot.train_on(local, "New GPU", shipped=[], validate=False, **FIT)
     checked = zero_shot.train_on(local, "New GPU", shipped=[], **FIT)
     g = checked.groups[SIG]
@@ -98,9 +111,11 @@ def test_the_shipped_group_serves_where_it_validates_better_than_the_local_model
     nothing on this device's scenarios: the shipped group is the one used."""
     ship = zero_shot.build([_device_data("Old GPU", _well_fed("Old GPU", kernels=12))],
                            trees=8, depth=10).groups[SIG]
-    # this device behaves like the old one but measured only the default and wg=32
+    # this device behaves like the old one but measured only the default, wg=32 and a few
+    keys = [DEFAULT, OTHER] + [k for k in _well_fed(kernels=1)[0].times
+                               if k not in (DEFAULT, OTHER)][:validation.MIN_POINTS - 2]
     local = [_scen("New GPU", sd.kernel, int(2 ** sd.features["log_n"]),
-                   {"ops": sd.features["ops"]}, {k: sd.times[k] for k in (DEFAULT, OTHER)})
+                   {"ops": sd.features["ops"]}, {k: sd.times[k] for k in keys})
              for sd in _well_fed(kernels=8)]
     guess = zero_shot.train_on(_thin(seed=3), "New GPU", shipped=[], validate=False,
                                **FIT).groups[SIG]
@@ -123,7 +138,7 @@ def test_too_little_evidence_changes_nothing():
 
 
 def test_the_verdict_survives_a_saved_model(tmp_path):
-    m = zero_shot.train_on(_thin(), "New GPU", shipped=[], **FIT)
+    m = zero_shot.train_on(_thin(points=validation.MIN_POINTS), "New GPU", shipped=[], **FIT)
     model_files.save(m, tmp_path / "m.npz")
     back = model_files.load(tmp_path / "m.npz")
     assert back is not None
