@@ -1,13 +1,13 @@
-"""Seed 002's evaluation of the autotuner (OmniTune ch. 7), on this machine's device.
+"""[Cummins 2018]'s evaluation of the autotuner (OmniTune ch. 7), on this machine's device.
 
 1. Exhaustive sweeps: every legal launch point of a scenario set (synthetic stencils from
-   seed 002 Table 6.3's shapes, Game of Life, heat, Gaussian 5x5 and 11x11, the Canny stages,
-   a Map and a Reduce) at sizes 512^2..4096^2 (``--quick``: 512^2 only, fewer kernels, and a
+   [Cummins 2018] Table 6.3's shapes, Game of Life, heat, Gaussian 5x5 and 11x11, the Canny
+   stages, a Map and a Reduce) at sizes 512^2..4096^2 (``--quick``: 512^2 only, fewer kernels, and a
    deterministic sample of each space), measured from profiling events (on a CPU the
    minimum of a few repeats: its noise only adds).
 2. Leave-one-kernel-out cross-validation of the three model approaches (classifier with
    nearest-neighbour fallback, runtime regressor, speedup regressor) and of the two coarsening
-   strategies (joint, seed 000's doubling), per parameter signature.
+   strategies (joint, [Magni 2015]'s doubling), per parameter signature.
 3. A confirmation round (``--no-confirm`` skips it): per scenario, the sweep's best few points
    and every point any method or baseline picked are re-measured, interleaved round-robin in
    one time window, and every ratio is computed from that round. The sweep's oracle is a
@@ -76,7 +76,7 @@ from skelpy.tuner.space import ParamSpace  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# -- the real kernels (seed 002 ch. 6.1) --------------------------------------------------------
+# -- the real kernels ([Cummins 2018] ch. 6.1) ---------------------------------------------
 
 
 def game_of_life(nb):
@@ -280,7 +280,7 @@ def cases(quick: bool, sizes: list[int], kinds: set[str] | None = None,
                     continue
                 out.append(_synthetic_case(shape4, bool(k % 2), size))
             if not quick:
-                # border modes and dtypes beyond the default (seed 002's generator varies
+                # border modes and dtypes beyond the default ([Cummins 2018]'s generator varies
                 # shape, dtype and body; the border mode changes the index arithmetic)
                 # (the complex float32 body with "wrap" segfaults PoCL at wg 4x1024, cr 4,
                 # cc 4 on 512^2, a tile wider than the matrix: reported, left out here)
@@ -426,8 +426,9 @@ def predict_for(gm: tmodel.GroupModel, sd: tmodel.ScenarioData, approach: str,
     space = _space_of(sd)
     pts = space.points()
     cand = tmodel.CandidateSet(pts, space.names, {p.name: p.numeric for p in space.params})
+    dflt = cand.index_of(sd.space["default"]) if sd.default_key in sd.times else None
     pick = tmodel.choose(gm, sd.features, cand, set(), approach=approach, coarsen=coarsen,
-                         **choose_kw)
+                         default=dflt, **choose_kw)
     if pick is None:
         # the tuner's own fallback: the default (never the held-out scenario's measured best)
         return sd.default_key if sd.default_key in sd.times else \
@@ -467,7 +468,7 @@ def evaluate(scns: list[tmodel.ScenarioData], groups: dict[str, str], info: dict
     notes = []
     for sig, sds in by_sig.items():
         kernels = sorted({groups[sd.key] for sd in sds})
-        # the best single static point (seed 002 §7.3.3) in hindsight, over all scenarios
+        # the best single static point ([Cummins 2018] §7.3.3) in hindsight, over all scenarios
         ranked = tmodel.static_ranking(sds)
         static_all = ranked[0] if ranked else None
         if len(kernels) < 2:
@@ -826,7 +827,7 @@ def plots(slug: str, rows: list[dict], summary: dict, out: Path) -> list[str]:
     fig.savefig(p, dpi=110)
     plt.close(fig)
     files.append(str(p))
-    # oracle work-group sizes of the 2-D scenarios (seed 002 Fig. 7.x)
+    # oracle work-group sizes of the 2-D scenarios ([Cummins 2018] Fig. 7.x)
     pts = [r["oracle"] for r in rows if "wg_r" in r["oracle"] and "wg_c" in r["oracle"]]
     if pts:
         rs = sorted({p["wg_r"] for p in pts})
@@ -885,7 +886,7 @@ def sweep_phase(args, out: Path) -> tuple[dict, list[dict]]:
         budget.min_reps = budget.max_reps = args.reps
     if args.prune:
         budget.prune_factor = args.prune
-    tuner.SWEEP_BUDGET = budget
+    tuner.settings.sweep_budget = budget          # the sweeps of exhaustive mode use it
     todo, notes = cases(args.quick, sizes,
                         set(args.kinds.split(",")) if args.kinds else None, args.synthetic)
     if args.only:
@@ -1126,7 +1127,53 @@ def main(argv=None) -> int:
                     help="sweep and save (sweeps + store JSON), analyse elsewhere")
     ap.add_argument("--analyse", metavar="SWEEPS_JSON", default=None,
                     help="analyse saved sweeps (…_sweeps.json beside its …_store.json)")
+    ap.add_argument("--lodo", nargs="*", metavar="DATA_NPZ", default=None,
+                    help="leave-one-device-out evaluation of the cross-device model over the "
+                    "shipped training data plus these files (benchmarks/tuner_transfer.py)")
+    ap.add_argument("--leave-kernels-out", action="store_true",
+                    help="--lodo: also leave every device's scenarios of the held-out "
+                    "scenario's kernel out of training")
+    ap.add_argument("--new-device", action="store_true",
+                    help="issue 18's acceptance run: fresh store, `skelpy tune` with its "
+                    "default budget (or --minutes), then held-out kernels against their "
+                    "oracle; writes tuner_newdevice_<device>.json and data-<device>.npz")
+    ap.add_argument("--data", nargs="*", default=None, metavar="DATA_NPZ",
+                    help="--new-device: training-data files beside the shipped ones")
+    ap.add_argument("--unseen", action="store_true",
+                    help="--new-device: leave out every training-data set of a device with "
+                    "this device's name (the shipped H200 data on an H200): a device never "
+                    "measured; the output files get the tag 'unseen'")
+    ap.add_argument("--confirm-top-new", type=int, default=4, dest="confirm_top_new")
+    ap.add_argument("--collect", action="store_true",
+                    help="sweep this device's evaluation kernels on a sample within --minutes "
+                    "(default 3 on a GPU, 30 on a CPU) and write data-<device>.npz, its "
+                    "training data to ship")
     args = ap.parse_args(argv)
+    if args.new_device and not os.environ.get("SKELPY_FRESH_MACHINE"):
+        # a new machine has compiled nothing: run again with the OpenCL compilers' on-disk
+        # caches off (pyopencl's binaries, PoCL's kernels, NVIDIA's compute cache), set
+        # before any OpenCL platform loads
+        env = dict(os.environ, SKELPY_FRESH_MACHINE="1", PYOPENCL_NO_CACHE="1",
+                   POCL_KERNEL_CACHE="0", CUDA_CACHE_DISABLE="1")
+        import subprocess
+
+        return subprocess.call([sys.executable, "-m", "benchmarks.tuner_eval",
+                                *(sys.argv[1:] if argv is None else argv)], env=env,
+                               cwd=Path(__file__).resolve().parent.parent)
+    if args.collect:
+        from benchmarks import tuner_transfer
+
+        return tuner_transfer.main_collect(args)
+    if args.new_device:
+        from benchmarks import tuner_transfer
+
+        args.confirm_top = args.confirm_top_new
+        args.confirm_rounds = min(args.confirm_rounds, 9)
+        return tuner_transfer.main_new_device(args)
+    if args.lodo is not None:
+        from benchmarks import tuner_transfer
+
+        return tuner_transfer.main_lodo(args.lodo, Path(args.out), args.leave_kernels_out)
     if args.device:
         sk.use(args.device)
     is_cpu = not sk.current_device().features.get("dev_is_gpu", 1.0)

@@ -169,6 +169,7 @@ class Scan(Skeleton):
     @checked_signature
     def __call__(self, x, *, params: Mapping | None = None) -> Vector | Matrix:
         """Scan all elements; the result stays on the device until read."""
+        self._ready()
         rt = _rt.current()
         if rt.group is not None:                         # several devices at once
             return distributed_scan.run(self, self._data_input(x), params)
