@@ -571,8 +571,15 @@ def use(device=None) -> Device | list[Device]:
     :func:`devices`, ``"gpu"``/``"cpu"``, ``"gpu:1"`` (the second GPU), or a substring of the
     device or platform name. A list of those, or a pattern (``"gpu:*"``, ``"cpu:*"``),
     chooses a device group: skeletons then run on all of them (returns the list; a group of
-    one device is that device)."""
+    one device is that device). ``"mpi"`` (``"mpi:gpu"``, ``"mpi:cpu"``), in a program
+    started by ``mpiexec``: one device per rank, the ranks a group (:mod:`skelpy.mpi`)."""
     global _current
+    if isinstance(device, str) and device.strip().lower().partition(":")[0] == "mpi":
+        from . import mpi  # imports mpi4py: only when asked for
+        rt = mpi.open_group(device, devices(), Runtime)
+        with _current_lock:
+            _current = rt
+        return list(rt.group.devices)
     if is_group_spec(device):                       # several devices at once
         chosen = select_group(device, devices(), _select)
         if len(chosen) > 1:

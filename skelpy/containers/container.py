@@ -39,9 +39,18 @@ class Container:
     # skelpy.distribution installs here the function that spreads a container over a device
     # group (``distributed(container, group, dist)``); containers do not import it
     distributor = None
+    # skelpy.mpi installs here what builds containers under MPI (``sk.use("mpi")``), where
+    # construction is collective: shapes agreed, data scattered from the rank that has it
+    collective = None
 
     def __init__(self, data: Any = None, dtype=None, *, shape: tuple[int, ...] | None = None,
                  distribution: str | Distribution | None = None):
+        hook = Container.collective
+        built = None if hook is None else hook.init(type(self), data, dtype, shape,
+                                                    distribution)
+        if built is not None:
+            self._shape, self._dtype, self._storage = built._shape, built._dtype, built._storage
+            return
         self._init_data(data, dtype, shape)
         if distribution is not None:
             self._storage.distribution = as_distribution(distribution)
@@ -222,6 +231,24 @@ class Container:
                 s.parts = None
             s.distribution = dist
         return self
+
+    @classmethod
+    def from_local(cls, part, dtype=None, *, distribution: str | Distribution | None = None):
+        """Under MPI (``sk.use("mpi")``, collective): the container whose rows are every
+        rank's ``part`` in rank order, built without any rank holding the whole. In one
+        process, which holds all rows, the same as ``cls(part)``."""
+        hook = Container.collective
+        if hook is not None and hook.active():
+            return hook.from_local(cls, part, dtype, distribution)
+        return cls(part, dtype, distribution=distribution)
+
+    def local_numpy(self) -> np.ndarray:
+        """Under MPI: this rank's rows (of its block) as a read-only array, without a
+        gather. In one process, which holds all rows: ``to_numpy()``."""
+        hook = Container.collective
+        if hook is not None and hook.active():
+            return hook.local_numpy(self)
+        return self.to_numpy()
 
     @property
     def storage(self):
