@@ -35,5 +35,7 @@ def run(skel, a, b, extras, params):
             part.buffer, dtype = res.storage.buffer, res.dtype
             launches.append(skel.last_launch)
         out.append(part)
+    if dtype is None:               # no part here (MPI): the dtype the parts elsewhere have
+        dtype = skel._signature(a, b, extras)[3].out_dtype
     skel.last_launch = group_launch(skel.kind, launches)
     return Matrix.from_parts(Parts(group, BLOCK, (n, m), dtype, out))

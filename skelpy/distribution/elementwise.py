@@ -42,6 +42,8 @@ def run(skel, args, params, out_dtype):
             odt = res.dtype
             launches.append(skel.last_launch)
         parts.append(part)
+    if odt is None:                 # no part here (MPI): the dtype the parts elsewhere have
+        odt = skel._describe(list(args), out_dtype)[0].out_dtype
     skel.last_launch = group_launch(skel.kind, launches)
     cls = Vector if len(out_shape) == 1 else Matrix
     return cls.from_parts(Parts(group, BLOCK, out_shape, odt, parts))
