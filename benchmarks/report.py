@@ -19,6 +19,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+try:
+    from benchmarks import report_multidev
+except ImportError:                        # run as a script: benchmarks/ is on sys.path
+    import report_multidev  # type: ignore[no-redef]
+
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
 MARKDOWN = HERE / "RESULTS.md"
@@ -429,6 +434,7 @@ def device_section(doc: dict, charts: dict[str, str]) -> list[str]:
                     "interleaved" if te.get("confirmed") else "")
                  + (f" (source: `results/{te['_file']}`)" if te.get("_file") else "") + ".")
         L.append("")
+    L += report_multidev.section(doc.get("multidev") or {}, charts.get("multidev"))
     L.append("### Targets")
     L.append("")
     L += _table(["issue", "target", "measured", "threshold", "status"],
@@ -527,6 +533,15 @@ def render(docs: list[dict], charts: dict[str, dict[str, str]], combined: str | 
     return "\n".join(L).rstrip() + "\n"
 
 
+def _device_choice(results: Path, md_dir: Path) -> str:
+    """The section of ``benchmarks/device_choice.py``'s results (written by that script)."""
+    try:
+        from benchmarks import device_choice
+    except ImportError:                       # run as a script from benchmarks/
+        import device_choice
+    return device_choice.markdown(results, md_dir)
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
     """Write the markdown (and charts); returns its path."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -559,6 +574,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
                     path = results / f"bench-{slug}-{key}.png"
                     if fn(d, path):
                         got[key] = rel(path)
+                path = results / f"bench-{slug}-multidev.png"
+                if d.get("multidev") and report_multidev.chart(d["multidev"], path, _plt()):
+                    got["multidev"] = rel(path)
                 charts[slug] = got
             path = results / "bench-devices-fraction-of-copy.png"
             if chart_devices(docs, path):
@@ -566,7 +584,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
         except ImportError:
             print("(no charts: matplotlib is missing; pip install 'skelpy[plot]')",
                   file=sys.stderr)
-    md.write_text(render(docs, charts, combined))
+    md.write_text(render(docs, charts, combined) + _device_choice(results, md.parent))
     print(f"wrote {md} ({len(docs)} device(s)"
           + (f", {sum(len(c) for c in charts.values()) + bool(combined)} charts" if charts
              else "") + ")")

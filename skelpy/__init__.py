@@ -7,7 +7,8 @@ launches the OpenCL kernel. See the README for a tour.
 
 from __future__ import annotations
 
-from .containers import IndexMatrix, IndexVector, Matrix, Vector
+from .array import HostFallbackWarning, evaluate, where
+from .containers import Distribution, IndexMatrix, IndexVector, Matrix, Overlap, Vector
 from .errors import (
     BuildError,
     DeviceError,
@@ -36,10 +37,11 @@ from .tuner import tuning
 __version__ = "0.1.0"
 
 __all__ = [
-    "Vector", "Matrix", "IndexVector", "IndexMatrix",
+    "Vector", "Matrix", "IndexVector", "IndexMatrix", "Overlap", "Distribution",
     "Map", "Zip", "Reduce", "MapReduce", "Scan", "AllPairs",
     "Stencil", "StencilSequence", "Shape",
     "devices", "use", "current_device", "current_devices", "Device", "tuning",
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
     "DTypeError", "DeviceError", "ParameterError", "RefusedParameters",
+    "evaluate", "where", "HostFallbackWarning",
 ]

@@ -6,6 +6,7 @@
     skelpy tune --report KERNEL [--out D]  table + heatmap of a kernel's measured space
     skelpy cache info | clear [--yes] | export FILE | import FILE
     skelpy bench                           the benchmark suite of a source checkout
+    skelpy calibrate [--device D] [--force] the cost model's coefficients per device
 
 Long work shows tqdm progress bars on stderr (``--quiet`` turns them off).
 """
@@ -386,6 +387,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 1 if any(p.get("status") == "failed" for p in doc.get("parts", {}).values()) else 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .costmodel import command
+
+    return command.run(args.device, force=args.force, quick=args.quick, show=args.show,
+                       out=_print)
+
+
 # -- entry point ---------------------------------------------------------------------------------
 
 
@@ -437,6 +445,14 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--device", default=None, help="sk.use() spec: gpu, cpu, a name part")
     b.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
     b.set_defaults(func=cmd_bench)
+
+    k = sub.add_parser("calibrate", help="measure the cost model's coefficients of each "
+                       "device (sk.use('auto') picks a device per call from them)")
+    k.add_argument("--device", default=None, help="only this device (gpu, cpu, a name part)")
+    k.add_argument("--force", action="store_true", help="measure again even if stored")
+    k.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    k.add_argument("--show", action="store_true", help="print what is stored, measure nothing")
+    k.set_defaults(func=cmd_calibrate)
     return p
 
 

@@ -24,6 +24,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -239,6 +240,7 @@ class Launch:
     events: list = field(default_factory=list)
     refused: list = field(default_factory=list)
     source: str = "default"
+    choice: Any = None      # in auto mode: the cost model's DeviceChoice (device, why, error)
 
     @property
     def kernel_time(self) -> float:
@@ -246,8 +248,9 @@ class Launch:
         return sum(event_seconds(e) for e in self.events)
 
     def __repr__(self) -> str:
+        where = "" if self.choice is None else f", device={self.choice.device!r}"
         return (f"Launch({self.skeleton}, params={self.params}, global={self.global_size}, "
-                f"local={self.local_size}, source={self.source!r})")
+                f"local={self.local_size}, source={self.source!r}{where})")
 
 
 def event_seconds(event: cl.Event) -> float:
@@ -564,6 +567,26 @@ def _error_code(exc: cl.Error) -> int | None:
 
 _current: Runtime | None = None
 _current_lock = threading.Lock()
+_runtimes: dict[Device, Runtime] = {}
+_groups: dict[tuple[Device, ...], Group] = {}     # device groups opened, by their devices
+_auto = False
+_auto_list: list[Runtime] | None = None
+
+
+def select(spec) -> Device:
+    """The device ``spec`` names (as :func:`use` reads it), without choosing it."""
+    return _select(spec, devices())
+
+
+def runtime_of(device: Device) -> Runtime:
+    """The one runtime of ``device`` in this process (opened on first use)."""
+    rt = _runtimes.get(device)
+    if rt is None:
+        with _current_lock:
+            rt = _runtimes.get(device)
+            if rt is None:
+                rt = _runtimes[device] = Runtime(device)
+    return rt
 
 
 def use(device=None) -> Device | list[Device]:
@@ -571,46 +594,78 @@ def use(device=None) -> Device | list[Device]:
     :func:`devices`, ``"gpu"``/``"cpu"``, ``"gpu:1"`` (the second GPU), or a substring of the
     device or platform name. A list of those, or a pattern (``"gpu:*"``, ``"cpu:*"``),
     chooses a device group: skeletons then run on all of them (returns the list; a group of
-    one device is that device). ``"mpi"`` (``"mpi:gpu"``, ``"mpi:cpu"``), in a program
-    started by ``mpiexec``: one device per rank, the ranks a group (:mod:`skelpy.mpi`)."""
-    global _current
+    one device is that device). ``"auto"``: each call runs on the device with the lowest
+    predicted time for it (``skelpy.costmodel``), among all devices or, with
+    ``"auto:gpu,cpu"``, among those named; returns the first candidate. ``"mpi"``
+    (``"mpi:gpu"``, ``"mpi:cpu"``), in a program started by ``mpiexec``: one device per rank,
+    the ranks a group (:mod:`skelpy.mpi`)."""
+    global _current, _auto, _auto_list
     if isinstance(device, str) and device.strip().lower().partition(":")[0] == "mpi":
         from . import mpi  # imports mpi4py: only when asked for
         rt = mpi.open_group(device, devices(), Runtime)
         with _current_lock:
-            _current = rt
+            _auto, _current = False, rt
         return list(rt.group.devices)
+    if isinstance(device, str) and device.strip().lower().split(":", 1)[0] == "auto":
+        found = devices()
+        named = [_select(x.strip(), found) for x in device.partition(":")[2].split(",")
+                 if x.strip()]
+        rts = [runtime_of(d) for d in dict.fromkeys(named or found)]
+        with _current_lock:
+            _auto, _current, _auto_list = True, None, rts
+        return _select(None, [r.device for r in rts])
     if is_group_spec(device):                       # several devices at once
         chosen = select_group(device, devices(), _select)
         if len(chosen) > 1:
             with _current_lock:
-                if _current is None or _current.group is None \
-                        or _current.group.devices != tuple(chosen):
-                    _current = open_group(chosen, Runtime).runtimes[0]
+                key = tuple(chosen)
+                group = _groups.get(key)
+                if group is None:
+                    group = _groups[key] = open_group(chosen, Runtime)
+                _auto, _current = False, group.runtimes[0]
             return chosen
-        _use_one(chosen[0])
+        with _current_lock:                         # a group of one device is that device
+            _auto, _current = False, runtime_of(chosen[0])
         return chosen
     chosen = _select(device, devices())
-    _use_one(chosen)
-    return chosen
-
-
-def _use_one(chosen: Device) -> None:
-    global _current
+    rt = runtime_of(chosen)
     with _current_lock:
-        if _current is None or _current.group is not None or _current.device != chosen:
-            _current = Runtime(chosen)
+        _auto, _current = False, rt
+    return chosen
 
 
 def current() -> Runtime:
     """The runtime of the chosen device (of a group: its first device's), opening the default
-    one on first use."""
+    one on first use (in auto mode, the default device's: calls choose their own through
+    ``skelpy.costmodel``)."""
     rt = _current
     if rt is not None:
         return rt
-    use(os.environ.get("SKELPY_DEVICE") or None)
-    assert _current is not None
+    if not _auto:
+        use(os.environ.get("SKELPY_DEVICE") or None)
+        if _current is not None:
+            return _current
+    return auto_runtimes()[0]
+
+
+def fixed() -> Runtime | None:
+    """The runtime every call uses, None in auto mode (and before the first call)."""
     return _current
+
+
+def auto() -> bool:
+    """Whether each call chooses its device (``sk.use("auto")``, ``SKELPY_DEVICE=auto``)."""
+    if _current is None and not _auto:
+        env = (os.environ.get("SKELPY_DEVICE") or "").strip()
+        if env.lower().split(":", 1)[0] == "auto":
+            use(env)
+    return _auto
+
+
+def auto_runtimes() -> list[Runtime]:
+    """The candidates of a call in auto mode (``use("auto:...")``; all devices, GPUs
+    first, by default)."""
+    return _auto_list or [runtime_of(d) for d in devices()]
 
 
 def current_device() -> Device:

@@ -272,10 +272,22 @@ class ContainerMachine(RuleBasedStateMachine):
                     arr.flat[0] = 1
         if p.c.size:
             key = data.draw(slices(p.c.shape[0]))
-            part = p.c[key]
+            view = p.c[key]                   # a slice is a view (issue 15) ...
+            part = view.to_numpy()            # ... whose reads are read-only snapshots
             if part.size:
                 with pytest.raises(ValueError):
                     part[...] = 1
+                # ... and writes through it reach the container, as through NumPy's views
+                value = data.draw(scalar(p.c.dtype))
+                trial = p.model.copy()
+                try:
+                    trial[key] = value
+                except (ValueError, TypeError, OverflowError):
+                    with pytest.raises(sk.SkelpyError):
+                        view[...] = value
+                else:
+                    view[...] = value
+                    p.model = trial
         copy = np.array(p.c)
         copy[...] = 1
         for arr in (p.c.to_numpy(), np.asarray(p.c)):

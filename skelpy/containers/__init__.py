@@ -8,10 +8,19 @@ and index spaces (indices without storage).
 - :mod:`.distributions`: how data is spread over a device group (single, block, copy, Overlap).
 """
 
-from .container import Container, Matrix, MatrixRow, Vector, as_container, empty_like_shape
+from .container import (
+    Container,
+    Matrix,
+    MatrixRow,
+    Vector,
+    array_backend,
+    as_container,
+    empty_like_shape,
+    set_array_backend,
+)
 from .distributions import Distribution, Overlap, as_distribution
 from .index_spaces import IndexMatrix, IndexSpace, IndexVector
 
 __all__ = ["Container", "Distribution", "IndexMatrix", "IndexSpace", "IndexVector", "Matrix",
-           "MatrixRow", "Overlap", "Vector", "as_container", "as_distribution",
-           "empty_like_shape"]
+           "MatrixRow", "Overlap", "Vector", "array_backend", "as_container", "as_distribution",
+           "empty_like_shape", "set_array_backend"]

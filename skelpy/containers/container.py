@@ -7,9 +7,16 @@ afterwards; host-side writes go through the container (``v[i] = x``, ``m[i][j] =
 always computes from what the container shows. Skeleton results live on the device until read;
 element and slice access then moves only the part it touches (:mod:`.selection`).
 
+Views (``v[a:b]``, ``m[:, j]``, ``m.T``, ``reshape``) are containers over their base's data
+(:mod:`.layout`): writes through either are seen by both. Operators, NumPy ufuncs and
+reductions on containers are the *array backend*'s (``skelpy.array``, which sits above the
+skeletons and registers itself here with :func:`set_array_backend`): they build lazy values
+whose storage is ``pending`` until read (:mod:`.storage`).
+
 On a device group a container also has a *distribution* (:mod:`.distributions`): ``Vector(a,
 distribution="block")`` asks for one, ``v.distribution`` says which it has, and
-``v.redistribute("copy")`` changes it; without one, the first skeleton picks it.
+``v.redistribute("copy")`` changes it; without one, the first skeleton picks it. Element
+access, views and host reads of a container whose only copy is on the group gather it first.
 """
 
 from __future__ import annotations
@@ -23,19 +30,37 @@ import numpy as np
 
 from .. import runtime as _rt
 from ..dtypes import check_dtype
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ParameterError, ShapeError
+from . import layout as _layout
 from .distributions import Distribution, as_distribution
 from .index_spaces import IndexSpace
-from .selection import as_int, basic_selection, checked_int
-from .storage import Storage
+from .layout import Layout
+from .selection import Selection, as_int, basic_selection, checked_int
+from .storage import Storage, assign
+
+_ARRAY = None
+
+
+def set_array_backend(backend) -> None:
+    """Register the object that implements operators, ufuncs, reductions and device copies
+    of views on containers (``skelpy.array`` does, when skelpy is imported)."""
+    global _ARRAY
+    _ARRAY = backend
+
+
+def array_backend():
+    if _ARRAY is None:                      # pragma: no cover - skelpy/__init__ registers it
+        raise RuntimeError("skelpy.array is not loaded")
+    return _ARRAY
 
 
 class Container:
     """Common behaviour of Vector and Matrix."""
 
-    __slots__ = ("_shape", "_dtype", "_storage", "__weakref__")
+    __slots__ = ("_shape", "_dtype", "_storage", "_layout", "__weakref__")
     ndim: int = 0
     __array_priority__ = 10.0
+    __hash__ = None  # type: ignore[assignment]   # == is elementwise, as for ndarrays
     # skelpy.distribution installs here the function that spreads a container over a device
     # group (``distributed(container, group, dist)``); containers do not import it
     distributor = None
@@ -45,6 +70,7 @@ class Container:
 
     def __init__(self, data: Any = None, dtype=None, *, shape: tuple[int, ...] | None = None,
                  distribution: str | Distribution | None = None):
+        dist = as_distribution(distribution)
         hook = Container.collective
         built = None if hook is None else hook.init(type(self), data, dtype, shape,
                                                     distribution)
@@ -52,8 +78,8 @@ class Container:
             self._shape, self._dtype, self._storage = built._shape, built._dtype, built._storage
             return
         self._init_data(data, dtype, shape)
-        if distribution is not None:
-            self._storage.distribution = as_distribution(distribution)
+        if dist is not None:
+            self._storage.distribution = dist
 
     def _init_data(self, data, dtype, shape) -> None:
         name = type(self).__name__
@@ -89,6 +115,7 @@ class Container:
         self._shape = tuple(int(s) for s in arr.shape)
         self._dtype = dt
         self._storage = Storage.owned(arr)
+        self._layout = None
 
     def _copy_of(self, other: Container, dtype) -> None:
         if other.ndim != self.ndim:
@@ -97,8 +124,20 @@ class Container:
         if dtype is not None and check_dtype(dtype, type(self).__name__) != other.dtype:
             self._adopt(other.to_numpy().astype(dtype))
             return
+        if other._layout is not None:           # a view: its elements, in a block of their own
+            s = other._storage
+            s.resolve()
+            if s.host is None:
+                rt = s.runtime
+                self._shape, self._dtype, self._layout = other._shape, other._dtype, None
+                self._storage = Storage(None, other.device_buffer(rt), rt, other._shape,
+                                        other._dtype, True, False, False)
+            else:
+                self._adopt(np.array(other.to_numpy(), order="C"))
+            return
         self._shape, self._dtype = other._shape, other._dtype
         self._storage = other._storage.copy()
+        self._layout = None
 
     @classmethod
     def _borrow(cls, arr: np.ndarray) -> Container:
@@ -107,6 +146,7 @@ class Container:
         dt = check_dtype(arr.dtype, cls.__name__)
         self._shape = tuple(int(s) for s in arr.shape)
         self._dtype = dt
+        self._layout = None
         if arr.dtype != dt or not arr.flags.c_contiguous:
             self._storage = Storage.owned(np.ascontiguousarray(arr, dtype=dt))
         else:
@@ -137,10 +177,69 @@ class Container:
         """The data as a read-only ndarray that never changes afterwards (downloads once if
         the device holds the newest copy; no host copy otherwise). ``np.array(v)`` gives a
         writable copy; write through the container (``v[i] = x``, :meth:`host_edit`)."""
-        return self._storage.snapshot()
+        if self._layout is None:
+            return self._storage.snapshot()
+        return self._read_view()
+
+    def _read_view(self) -> np.ndarray:
+        """A view's elements: only they move when the device holds the newest copy and they
+        are a regular part of the block; else the block is read (once) and viewed."""
+        s, lay, shape = self._storage, self._layout, self._shape
+        s.resolve()
+        if s.host is None:
+            sel = _layout.selection_of(lay, shape, s.shape)
+            if sel is not None:
+                return s.read_part(sel).reshape(shape)
+        out = _layout.host_view(s.snapshot(), lay, shape)
+        if s.editing:
+            out = out.copy()
+            out.flags.writeable = False
+        return out
+
+    @property
+    def layout(self) -> Layout | None:
+        """Where a view's elements lie in its base's data (None: the container's own block,
+        in C order)."""
+        return self._layout
+
+    def base_buffer(self, rt: _rt.Runtime | None = None):
+        """The device buffer of the block a view reads (see :attr:`layout`)."""
+        s = self._storage
+        if s.device_valid and s.runtime is rt:
+            return s.buffer
+        return s.device_buffer(rt or _rt.current())
+
+    def _view(self, lay: Layout, shape: tuple[int, ...]) -> Container:
+        """A view of this container's data with ``lay`` and ``shape`` (1-D: a Vector)."""
+        out = object.__new__(Vector if len(shape) == 1 else Matrix)
+        out._shape, out._dtype, out._storage = shape, self._dtype, self._storage
+        out._layout = lay
+        return out
+
+    @property
+    def storage(self) -> Storage:
+        """The state of the data (shared by a container and its views; skelpy internals)."""
+        return self._storage
+
+    def broadcast_to(self, shape) -> Container:
+        """A view repeating this container's data to ``shape`` as NumPy broadcasts (for
+        reading: do not write through it)."""
+        shape = tuple(int(s) for s in shape)
+        try:
+            np.broadcast_shapes(self._shape, shape) == shape or _raise()
+        except ValueError:
+            raise ShapeError(f"cannot broadcast {type(self).__name__} of shape {self._shape} "
+                             f"to {shape}") from None
+        if shape == self._shape:
+            return self
+        self._storage.resolve()
+        return self._view(_layout.broadcast(self._own_layout(), self._shape, shape), shape)
+
+    def _own_layout(self) -> Layout:
+        return self._layout or _layout.whole(self._shape)
 
     def __array__(self, dtype=None, copy=None):
-        arr = self._storage.snapshot()
+        arr = self.to_numpy()
         if dtype is not None and np.dtype(dtype) != arr.dtype:
             if copy is False:
                 raise ValueError(f"{type(self).__name__} of {arr.dtype} cannot be read as "
@@ -149,32 +248,84 @@ class Container:
         return arr.copy() if copy else arr
 
     def __getitem__(self, key):
-        """An element (a NumPy scalar) or a read-only array; only the part read moves from the
-        device. ``m[i]`` is a :class:`MatrixRow` that also writes through (``m[i][j] = x``)."""
+        """An element (a NumPy scalar, only it moves from the device), a *view* for ints and
+        slices (``v[a:b]``, ``v[::2]``, ``m[r0:r1, c0:c1]``, ``m[:, j]``: a container over
+        the same data, read and written through), or a read-only array for any other index
+        (lists, masks). ``m[i]`` is a :class:`MatrixRow` that also writes through."""
         key = _plain(key)
-        s = self._storage
         if self.ndim == 2:
             row = _row_of(key)
             if row is not None:
                 return MatrixRow(self, checked_int(row, self._shape[0], 0))
-        if s.host is not None or not s.device_valid:
-            return s.read_host(key)
-        sel = basic_selection(key, self._shape)
-        if sel is None:
-            return s.read_host(key)
-        return s.read_part(sel)
+        s = self._storage
+        s.resolve()
+        if self._layout is None:
+            sel = basic_selection(key, self._shape)
+            if sel is not None and all(sel.dropped):        # an element
+                if s.host is not None:
+                    return s.host[tuple(sel.first)]
+                return s.read_part(sel)
+        part = _layout.index(self._own_layout(), self._shape, key)
+        if part is None:                                    # lists, masks: on the host
+            if self._layout is None:
+                return s.read_host(key)
+            out = self.to_numpy()[key]
+            if isinstance(out, np.ndarray):
+                out.flags.writeable = False
+            return out
+        s.resolve()
+        if isinstance(part, int):                           # an element of a view
+            return self._element(part)
+        return self._view(*part)
+
+    def _element(self, position: int):
+        """The element at ``position`` of the block (only it moves from the device)."""
+        s = self._storage
+        if s.host is not None:
+            return s.host.reshape(-1)[position]
+        first = tuple(int(i) for i in np.unravel_index(position, s.shape))
+        n = len(s.shape)
+        return s.read_part(Selection(first, (1,) * n, (1,) * n, (False,) * n, (True,) * n))
 
     def __setitem__(self, key, value) -> None:
         """Write on the host, or straight into the device copy when that one is the newest
-        and the index is basic (ints and slices): then only the touched elements move."""
+        and the index is basic (ints and slices): then only the touched elements move. A
+        container (or array expression) written into a part of a container on the device
+        is copied there by a kernel."""
+        if isinstance(value, Container) and not isinstance(key, Container) \
+                and array_backend().assign(self, key, value):
+            return
         key, value = _plain(key), _plain(value)
         s = self._storage
-        if s.host is None and s.device_valid:
-            sel = basic_selection(key, self._shape)
+        s.resolve()
+        if self._layout is None:
+            if s.host is None:
+                sel = basic_selection(key, self._shape)
+                if sel is not None:
+                    s.write_part(sel, value, self)
+                    return
+            s.write_host(key, value, self)
+            return
+        part = _layout.index(self._layout, self._shape, key)
+        if s.host is None and part is not None:
+            if isinstance(part, int):
+                first = tuple(int(i) for i in np.unravel_index(part, s.shape))
+                n = len(s.shape)
+                s.write_part(Selection(first, (1,) * n, (1,) * n, (False,) * n, (True,) * n),
+                             value, self)
+                return
+            sel = _layout.selection_of(part[0], part[1], s.shape)
             if sel is not None:
                 s.write_part(sel, value, self)
                 return
-        s.write_host(key, value, self)
+        host = s.writable_host()
+        try:
+            target = _writable_view(host, self._layout, self._shape)
+            assign(target, key, value, self)
+        except BaseException:
+            s.host_written(changed=False)
+            raise
+        s.host_written()
 
     @contextmanager
     def host_edit(self) -> Iterator[np.ndarray]:
@@ -182,7 +333,10 @@ class Container:
         NumPy work; skeletons called inside or after the block see the edits. The array
         becomes read-only when the block ends: do not keep it."""
         s = self._storage
+        s.resolve()
         arr = s.begin_edit().view()
+        if self._layout is not None:
+            arr = _writable_view(arr, self._layout, self._shape)
         try:
             yield arr
         finally:
@@ -194,10 +348,15 @@ class Container:
 
     def __repr__(self) -> str:
         s = self._storage
-        where = "device" if s.device_valid and s.host is None else "host"
-        if s.parts is not None and s.host is None and not s.device_valid:
+        if s.pending is not None:
+            where = "pending"
+        elif s.parts is not None and s.host is None and not s.device_valid:
             where = f"{len(s.parts.parts)} devices, {s.parts.dist}"
-        return f"{type(self).__name__}(shape={self._shape}, dtype={self._dtype}, on={where})"
+        else:
+            where = "device" if s.device_valid and s.host is None else "host"
+        view = ", view" if self._layout is not None else ""
+        return (f"{type(self).__name__}(shape={self._shape}, dtype={self._dtype}, "
+                f"on={where}{view})")
 
     def copy(self):
         """An independent container with the same contents (stays on the device if it is
@@ -214,15 +373,22 @@ class Container:
     def distribution(self) -> Distribution | None:
         """How the data is spread over a device group (``"single"``, ``"block"``, ``"copy"``
         or ``sk.Overlap(h)``); None until one is asked for or a skeleton on a group picks
-        one. It compares equal to its name: ``v.distribution == "block"``."""
-        return self._storage.distribution
+        one. It compares equal to its name: ``v.distribution == "block"``. A view has none
+        of its own (None): a skeleton on a group spreads a copy of its elements."""
+        return self._storage.distribution if self._layout is None else None
 
     def redistribute(self, distribution: str | Distribution):
         """Change the distribution (on the device side where possible when a device group
         is in use; otherwise it takes effect on the first group). Returns the container."""
         dist = as_distribution(distribution)
+        if self._layout is not None:
+            raise ParameterError(f"redistribute({dist}): a view ({type(self).__name__} of "
+                                 f"shape {self._shape}) shares its base's data; "
+                                 "redistribute the base, or a copy (v.copy())")
         rt = _rt.current()
         s = self._storage
+        if s.pending is not None:
+            s.pending.evaluate()
         if rt.group is not None and Container.distributor is not None and dist is not None:
             Container.distributor(self, rt.group, dist)
         else:
@@ -250,20 +416,88 @@ class Container:
             return hook.local_numpy(self)
         return self.to_numpy()
 
-    @property
-    def storage(self):
-        """The host/device state of the data (:class:`~.storage.Storage`), for skeletons."""
-        return self._storage
-
     @classmethod
     def from_parts(cls, parts):
         """A container whose only copy is ``parts`` on a device group (a skeleton's result)."""
         self = object.__new__(cls)
         self._shape = tuple(parts.shape)
         self._dtype = parts.dtype
+        self._layout = None
         self._storage = Storage(None, None, None, self._shape, self._dtype, False, False,
                                 False, parts)
         return self
+
+    # -- array style (skelpy.array: lazy, fused into one kernel when needed) ---------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return array_backend().ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return array_backend().function(func, types, args, kwargs)
+
+    @property
+    def T(self) -> Container:                                    # noqa: N802 - NumPy's name
+        """The transpose: a view (a Vector is its own transpose)."""
+        if self.ndim == 1:
+            return self
+        self._storage.resolve()
+        return self._view(_layout.transpose(self._own_layout()), self._shape[::-1])
+
+    def transpose(self) -> Container:
+        return self.T
+
+    def reshape(self, *shape) -> Container:
+        """A view with another 1-D or 2-D shape (``-1`` is inferred); the data must be
+        C-contiguous, as for a view in NumPy (else :class:`ShapeError`)."""
+        return array_backend().reshape(self, shape)
+
+    def ravel(self) -> Container:
+        return self.reshape(-1)
+
+    def astype(self, dtype, copy: bool = True) -> Container:
+        """The elements converted to ``dtype`` (lazy: fused into the kernel that reads it)."""
+        return array_backend().astype(self, dtype, copy)
+
+    def sum(self, axis=None, dtype=None):
+        return array_backend().reduce("sum", self, axis, dtype)
+
+    def prod(self, axis=None, dtype=None):
+        return array_backend().reduce("prod", self, axis, dtype)
+
+    def min(self, axis=None):
+        return array_backend().reduce("min", self, axis, None)
+
+    def max(self, axis=None):
+        return array_backend().reduce("max", self, axis, None)
+
+    def mean(self, axis=None, dtype=None):
+        return array_backend().reduce("mean", self, axis, dtype)
+
+    def argmin(self, axis=None):
+        return array_backend().reduce("argmin", self, axis, None)
+
+    def argmax(self, axis=None):
+        return array_backend().reduce("argmax", self, axis, None)
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError("The truth value of an array with more than one element is "
+                             "ambiguous. Use a.any() or a.all()")
+        return bool(self.to_numpy().reshape(-1)[0])
+
+    def __float__(self) -> float:
+        return float(self._single())
+
+    def __int__(self) -> int:
+        return int(self._single())
+
+    def __index__(self) -> int:
+        return self._single().__index__()
+
+    def _single(self):
+        if self.size != 1:
+            raise TypeError("only containers of one element can be converted to Python "
+                            "scalars")
+        return self.to_numpy().reshape(-1)[0]
 
     # -- device side ------------------------------------------------------------------------
     @classmethod
@@ -274,23 +508,91 @@ class Container:
         self._shape = shape
         self._dtype = dtype
         self._storage = Storage(None, buffer, runtime, shape, dtype, True, False, False)
+        self._layout = None
         return self
 
+    @classmethod
+    def pending(cls, shape: tuple[int, ...], dtype: np.dtype, recipe) -> Container:
+        """A lazy container whose data ``recipe.evaluate()`` computes when first needed."""
+        self = object.__new__(cls)
+        self._shape, self._dtype, self._layout = shape, dtype, None
+        self._storage = Storage.pending_value(shape, dtype, recipe)
+        return self
+
+    @property
+    def is_pending(self) -> bool:
+        """Whether the data is a lazy value not computed yet."""
+        return self._storage.pending is not None
+
     def device_buffer(self, rt: _rt.Runtime | None = None):
-        """The device buffer, uploading the host data first if it is newer."""
+        """The device buffer, uploading the host data first if it is newer (a view's
+        elements are first copied into a block of their own, on the device)."""
         s = self._storage
-        if s.device_valid and s.runtime is rt:
-            return s.buffer
-        return s.device_buffer(rt or _rt.current())
+        if self._layout is None:
+            if s.device_valid and s.runtime is rt:
+                return s.buffer
+            return s.device_buffer(rt or _rt.current())
+        if _layout.is_whole(self._layout, self._shape, s.shape):
+            return self.base_buffer(rt)
+        return array_backend().gather(self, rt or _rt.current())
 
     @property
     def has_device_buffer(self) -> bool:
         """Whether a device buffer exists (valid or not)."""
         return self._storage.buffer is not None
 
+    @property
+    def residence(self) -> tuple[bool, _rt.Runtime | None]:
+        """Where the data is valid now: (on the host, the runtime of a valid device copy or
+        None). The cost model prices a call's transfers from it."""
+        s = self._storage
+        return s.host is not None, (s.runtime if s.device_valid else None)
+
     def mark_device_written(self) -> None:
         """A kernel wrote the device buffer: the host copy is now stale."""
         self._storage.device_written()
+
+
+_BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+           "floordiv": "floor_divide", "mod": "remainder", "pow": "power",
+           "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+           "lshift": "left_shift", "rshift": "right_shift", "matmul": "matmul"}
+_COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+            "gt": "greater", "ge": "greater_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "invert": "invert", "abs": "absolute"}
+
+
+def _binary(op: str, reflected: bool = False):
+    if reflected:
+        def method(self, other):
+            return array_backend().binary(op, other, self)
+    else:
+        def method(self, other):
+            return array_backend().binary(op, self, other)
+    return method
+
+
+def _inplace(op: str):
+    def method(self, other):
+        array_backend().inplace(op, self, other)
+        return self
+    return method
+
+
+def _unary(op: str):
+    def method(self):
+        return array_backend().unary(op, self)
+    return method
+
+
+for _name, _op in _BINARY.items():
+    setattr(Container, f"__{_name}__", _binary(_op))
+    setattr(Container, f"__r{_name}__", _binary(_op, reflected=True))
+    setattr(Container, f"__i{_name}__", _inplace(_op))
+for _name, _op in _COMPARE.items():
+    setattr(Container, f"__{_name}__", _binary(_op))
+for _name, _op in _UNARY.items():
+    setattr(Container, f"__{_name}__", _unary(_op))
 
 
 class Vector(Container):
@@ -356,7 +658,7 @@ class MatrixRow:
 
     def to_numpy(self) -> np.ndarray:
         """The row as a read-only ndarray (only the row moves from the device)."""
-        return self._matrix[self._row, :]
+        return self._matrix[self._row, :].to_numpy()
 
     def __array__(self, dtype=None, copy=None):
         arr = self.to_numpy()
@@ -402,6 +704,19 @@ def _plain(value):
     if isinstance(value, tuple) and any(isinstance(v, (Container, MatrixRow)) for v in value):
         return tuple(_plain(v) for v in value)
     return value
+
+
+def _raise():
+    raise ValueError("not broadcastable")
+
+
+def _writable_view(block: np.ndarray, lay: Layout, shape: tuple[int, ...]) -> np.ndarray:
+    """A writable strided view of the (writable) host block."""
+    if math.prod(shape) == 0:
+        return np.empty(shape, block.dtype)
+    item = block.dtype.itemsize
+    return np.lib.stride_tricks.as_strided(block.reshape(-1)[lay.offset:], shape,
+                                           tuple(st * item for st in lay.strides))
 
 
 def _row_of(key) -> int | None:

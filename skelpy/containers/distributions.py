@@ -27,7 +27,7 @@ class Distribution:
 
     def __eq__(self, other) -> bool:
         if isinstance(other, str):
-            return other.lower() == self.name and not (self.name == "overlap" and self.halo)
+            return other.lower() == self.name
         return isinstance(other, Distribution) and (other.name, other.halo) == (self.name,
                                                                                  self.halo)
 

@@ -1,8 +1,8 @@
 """Where a container's data lives: a host array and a device buffer, each flagged valid.
 
-One small state object per container (views of one container can later share one). On a
-device group it may also hold ``parts``: the data spread over the group's devices
-(:mod:`skelpy.distribution.parts`), one more copy under the same rules. It keeps three promises:
+One small state object per container (shared by a container and its views). On a device group
+it may also hold ``parts``: the data spread over the group's devices
+(:mod:`skelpy.distribution.parts`), one more copy under the same rules. It keeps these promises:
 
 - **Copy on write.** The host array is never written while anybody else can see it: arrays
   handed out (``to_numpy()``, slice reads) and containers built from this one share it, so the
@@ -10,12 +10,20 @@ device group it may also hold ``parts``: the data spread over the group's device
 - **Locked host array.** The host array is read-only except during the container's own
   writes, so that a read-only view handed out cannot be made writable again.
 - **One newest copy.** A host write marks the device copy and the parts stale; a device write
-  the host copy (and a single-device write the parts).
+  the host copy (and a single-device write the parts). Where only the parts are valid, every
+  single-device or host reader gathers them first (:meth:`resolve`, :meth:`sync_host`).
   A *borrowed* host array is a caller's ndarray wrapped for the length of one skeleton call
   (``as_container``): it is never written and never handed to a longer-lived container.
+- **Pending values are computed before anybody looks.** The data of a lazy result (an
+  array expression, ``skelpy.array``) is ``pending``: an object whose ``evaluate()`` fills
+  this storage. Every read resolves it first. A pending value *reads* other storages (its
+  ``readers`` are registered there): before any write to a storage, the pending values that
+  read it are computed, so a lazy result never sees data written after it was asked for.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 import pyopencl as cl
@@ -29,7 +37,8 @@ class Storage:
     """The host/device state of one container's data (of ``shape`` and ``dtype``)."""
 
     __slots__ = ("host", "buffer", "device_valid", "runtime", "shape", "dtype", "shared",
-                 "borrowed", "editing", "parts", "distribution")
+                 "borrowed", "editing", "pending", "readers", "parts", "distribution",
+                 "__weakref__")
 
     def __init__(self, host, buffer, runtime, shape, dtype, device_valid, shared, borrowed,
                  parts=None, distribution=None):
@@ -43,10 +52,69 @@ class Storage:
         self.shared = shared
         self.borrowed = borrowed
         self.editing = 0
+        self.pending = None       # a lazy value's recipe (see the module docstring)
+        self.readers = None       # weak references to pending storages that read this one
         # parts: the data on a device group (valid whenever set); distribution: the one it
         # has there, or the one asked for before it is spread (None: not chosen yet)
         self.parts = parts
         self.distribution = parts.dist if parts is not None else distribution
+
+    @classmethod
+    def pending_value(cls, shape, dtype, pending) -> Storage:
+        """A storage whose data ``pending.evaluate()`` computes when it is first needed."""
+        self = cls(None, None, None, shape, dtype, False, False, False)
+        self.pending = pending
+        return self
+
+    def add_reader(self, reader: Storage) -> None:
+        """``reader`` (pending) reads this storage: compute it before this one is written."""
+        if self.readers is None:
+            self.readers = []
+        elif len(self.readers) > 64:
+            self.readers = [r for r in self.readers if _pending(r())]
+        self.readers.append(weakref.ref(reader))
+
+    def resolve(self) -> None:
+        """Compute a pending value now; where only the parts on a device group are valid,
+        gather them to the host (a single-device or host reader follows)."""
+        if self.pending is not None:
+            self.pending.evaluate()
+        elif self.parts is not None and self.host is None and not self.device_valid:
+            self.sync_host()
+
+    def before_write(self) -> None:
+        """Compute the pending values that read this storage (it is about to change)."""
+        readers = self.readers
+        if readers:
+            self.readers = None
+            for ref in readers:
+                r = ref()
+                if r is not None and r.pending is not None:
+                    r.pending.evaluate()
+
+    def take(self, buffer, runtime) -> None:
+        """Replace the whole data by ``buffer`` (a kernel's result of this shape and dtype):
+        what read the old data is computed first."""
+        if self.readers:
+            self.before_write()
+        self.pending = None
+        self.host = None
+        self.parts = None
+        self.buffer, self.runtime = buffer, runtime
+        self.device_valid = True
+        self.shared = self.borrowed = False
+
+    def filled(self, buffer, runtime) -> None:
+        """A pending value was computed into ``buffer`` on ``runtime``."""
+        self.pending = None
+        self.buffer, self.runtime = buffer, runtime
+        self.device_valid = True
+
+    def filled_parts(self, parts) -> None:
+        """A pending value was computed into ``parts`` on a device group."""
+        self.pending = None
+        self.parts, self.distribution = parts, parts.dist
+        self.host, self.device_valid = None, False
 
     @classmethod
     def owned(cls, host: np.ndarray) -> Storage:
@@ -68,10 +136,12 @@ class Storage:
     # -- device side ------------------------------------------------------------------------
     def device_buffer(self, rt):
         """The device buffer on runtime ``rt``, uploading the host copy first if it is newer."""
+        if self.pending is not None:
+            self.pending.evaluate()
         if self.runtime is not rt:
             # The device changed since this buffer was made: bring the data over via the host.
             if self.host is None:
-                self.sync_host()
+                self.sync_host()                 # from the device it was on, or the parts
             self.buffer = None
             self.device_valid = False
             self.runtime = rt
@@ -86,6 +156,8 @@ class Storage:
         return self.buffer
 
     def device_written(self) -> None:
+        if self.readers:
+            self.before_write()
         self.device_valid = True
         self.host = None
         self.parts = None
@@ -95,17 +167,14 @@ class Storage:
         self.parts = parts
         self.distribution = parts.dist
 
-    def parts_written(self) -> None:
-        """A skeleton wrote the parts: the host and single-device copies are stale."""
-        self.host = None
-        self.device_valid = False
-
     # -- host side --------------------------------------------------------------------------
     def sync_host(self) -> np.ndarray:
         """The host array, downloaded first if the device holds the newest copy."""
         if self.host is not None:
             return self.host
-        if self.device_valid:
+        if self.pending is not None:
+            self.pending.evaluate()
+        if self.device_valid or self.parts is None:
             host = np.empty(self.shape, self.dtype)
             if host.size:
                 self.runtime.download(host.view(storage_dtype(self.dtype)), self.buffer)
@@ -142,6 +211,8 @@ class Storage:
     def writable_host(self) -> np.ndarray:
         """The host array made writable, copied first if anybody else can see it; the caller
         must call :meth:`host_written` afterwards (also when its write failed)."""
+        if self.readers:
+            self.before_write()
         host = self.sync_host()
         if self.shared:
             host = np.array(host, order="C")
@@ -179,7 +250,10 @@ class Storage:
 
     def copy(self) -> Storage:
         """An independent copy: a valid host array is shared until either side writes; a
-        valid device copy is duplicated on the device (so a copy of a result stays there)."""
+        valid device copy is duplicated on the device (so a copy of a result stays there, and
+        one on a device group stays there)."""
+        if self.pending is not None:
+            self.pending.evaluate()
         host = None
         if self.host is not None:
             if self.editing or self.borrowed:
@@ -204,6 +278,7 @@ class Storage:
     # -- parts of the device copy -----------------------------------------------------------
     def read_part(self, sel: Selection):
         """The selection read from the device copy (only its elements move)."""
+        self.resolve()
         if sel.empty:
             out = np.empty(sel.shape, self.dtype)
         else:
@@ -217,6 +292,9 @@ class Storage:
 
     def write_part(self, sel: Selection, value, owner) -> None:
         """Write ``value`` into the selection, straight into the device copy."""
+        self.resolve()
+        if self.readers:
+            self.before_write()
         if sel.empty:
             assign(np.empty(sel.shape, self.dtype), ..., value, owner)  # only the checks
             return
@@ -230,6 +308,10 @@ class Storage:
     def _move(self, plan: _Transfer, part: np.ndarray, *, to_device: bool) -> None:
         self.runtime.copy_part(part.reshape(plan.runs), self.buffer, plan.offset,
                                plan.pitches, to_device=to_device)
+
+
+def _pending(storage) -> bool:
+    return storage is not None and storage.pending is not None
 
 
 # A strided innermost axis whose elements lie at most this many bytes apart moves with the

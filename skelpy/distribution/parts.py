@@ -204,7 +204,10 @@ def _sources(old: Parts, lo: int, hi: int, rank: int) -> list[tuple[Part, int, i
 def distributed(container: Container, group, dist: Distribution) -> Parts:
     """The container's data on ``group`` as ``dist``: as it is, redistributed on the device
     side, or uploaded from the host (downloaded first from another device or group). The
-    container keeps the new distribution."""
+    container keeps the new distribution. A view (``v[a:b]``, ``m.T``) shares its base's data:
+    its elements are spread as a block of their own, and neither it nor its base changes."""
+    if container.layout is not None:
+        container = type(container)(container)
     storage = container.storage
     parts = storage.parts
     if parts is not None and parts.group is group:

@@ -212,12 +212,19 @@ class AllPairs(Skeleton):
         if rt.group is not None:                         # several devices at once
             a, b, *_rest = self._signature(A, B, extras)
             return distributed_allpairs.run(self, a, b, extras, params)
-        return self.run_on(rt, A, B, *extras, params=params)
+        return self.run_on(None, A, B, *extras, params=params)
 
-    def run_on(self, rt: _rt.Runtime, A, B, *extras, params: Mapping | None = None) -> Matrix:
-        """The call on one device's runtime ``rt`` (a part of a call on a device group)."""
+    def run_on(self, rt: _rt.Runtime | None, A, B, *extras,
+               params: Mapping | None = None) -> Matrix:
+        """The call on one device's runtime ``rt`` (a part of a call on a device group), or
+        with ``rt`` None on the runtime the call chooses (``Skeleton._runtime_for``)."""
         a, b, (n, m, d), plan, extras_desc, extras_val = self._signature(A, B, extras)
         forced = self._check_params_arg(params)
+        dataset = _dataset(plan, n, m, d)
+        choice = None
+        if rt is None:
+            rt, choice = self._runtime_for(plan, dataset, [a, b], extras_val,
+                                           out_bytes=n * m * plan.out_dtype.itemsize)
         plan.check_device(rt)
         acc = plan.out_dtype
         check_output(self.origin, (n, m), acc, rt)
@@ -258,8 +265,9 @@ class AllPairs(Skeleton):
             out.mark_device_written()
             return out, [ev]
 
-        outcome = self._run_tuned(plan, rt, _dataset(plan, n, m, d), forced, run)
+        outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        self._chosen(choice, outcome.result)
         return outcome.result
 
     @checked_signature

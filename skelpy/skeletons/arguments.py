@@ -20,6 +20,7 @@ import numpy as np
 
 from ..containers import Container, IndexMatrix, IndexSpace, IndexVector, as_container
 from ..containers.index_spaces import IndexMatrixPart, IndexVectorPart
+from ..containers.layout import is_contiguous
 from ..dtypes import c_type, check_dtype, storage_c_type
 from ..errors import DTypeError, ShapeError
 from ..muscle.params import IndexPoint, Scalar, global_array
@@ -150,8 +151,66 @@ class IndexMatrixPartInput(IndexMatrixInput):
         return [np.int64(value.shape[1]), np.int64(value.start)]
 
 
+@dataclass(frozen=True, eq=False)
+class ViewInput:
+    """A view (``v[a:b]``, ``v[::2]``, ``m[:, j]``, ``m.T``, a broadcast row or column,
+    ``containers.layout``): the muscle sees one element, read from the base's buffer at
+    ``offset + row * s0 + col * s1``. ``dense``: the elements are consecutive (an offset
+    alone), so vector loads still work; kernel arguments carry offset and strides, so one
+    kernel serves every view of a kind."""
+
+    dtype: np.dtype
+    ndim: int
+    dense: bool
+
+    def muscle_kinds(self, split_index: bool = False) -> list:
+        return [Scalar(self.dtype)]
+
+    def declarations(self, k: int) -> list[str]:
+        decls = [f"__global const {storage_c_type(self.dtype)}* restrict in{k}",
+                 f"const long in{k}_o"]
+        if not self.dense:
+            decls.append(f"const long in{k}_s0")
+            if self.ndim == 2:
+                decls += [f"const long in{k}_s1", f"const long in{k}_c"]
+        return decls
+
+    def read(self, k: int, index: str) -> str:
+        ct = c_type(self.dtype)
+        if self.dense:
+            return f"(({ct})in{k}[in{k}_o + ({index})])"
+        if self.ndim == 1:
+            return f"(({ct})in{k}[in{k}_o + ({index}) * in{k}_s0])"
+        return (f"(({ct})in{k}[in{k}_o + (({index}) / in{k}_c) * in{k}_s0"
+                f" + (({index}) % in{k}_c) * in{k}_s1])")
+
+    def vector_load(self, k: int) -> str:
+        if not self.dense:
+            return ""
+        st = storage_c_type(self.dtype)
+        return f"{st} va{k}[SKP_VW]; SKP_VSTOREN(SKP_VLOADN(j, in{k} + in{k}_o), 0, va{k});"
+
+    def vector_read(self, k: int, index: str, component: str) -> str:
+        if not self.dense:
+            return self.read(k, index)
+        return f"(({c_type(self.dtype)})va{k}[{component}])"
+
+    def kernel_args(self, value, rt) -> list:
+        lay = value.layout
+        args = [value.base_buffer(rt), np.int64(lay.offset)]
+        if not self.dense:
+            args.append(np.int64(lay.strides[0]))
+            if self.ndim == 2:
+                args += [np.int64(lay.strides[1]), np.int64(value.shape[1])]
+        return args
+
+    @property
+    def data_dtype(self) -> np.dtype | None:
+        return self.dtype
+
+
 Input = (ContainerInput | IndexVectorInput | IndexMatrixInput | IndexVectorPartInput
-         | IndexMatrixPartInput)
+         | IndexMatrixPartInput | ViewInput)
 
 
 _INDEX_VECTOR = IndexVectorInput()
@@ -159,6 +218,7 @@ _INDEX_MATRIX = IndexMatrixInput()
 _INDEX_VECTOR_PART = IndexVectorPartInput()
 _INDEX_MATRIX_PART = IndexMatrixPartInput()
 _CONTAINER_KINDS: dict[tuple, ContainerInput] = {}
+_VIEW_KINDS: dict[tuple, ViewInput] = {}
 
 
 def input_kind(value) -> Input:
@@ -171,6 +231,13 @@ def input_kind(value) -> Input:
     if isinstance(value, IndexSpace):
         raise DTypeError(f"unsupported index space {value!r}")
     key = (value.dtype, value.ndim)
+    lay = getattr(value, "layout", None)
+    if lay is not None:
+        key = (*key, is_contiguous(lay, value.shape))
+        kind = _VIEW_KINDS.get(key)
+        if kind is None:
+            kind = _VIEW_KINDS[key] = ViewInput(*key)
+        return kind
     kind = _CONTAINER_KINDS.get(key)
     if kind is None:
         kind = _CONTAINER_KINDS[key] = ContainerInput(value.dtype, value.ndim)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -178,6 +179,33 @@ class Skeleton:
             if not message.startswith(self.origin):
                 message = f"{self.origin}: {message}"
             raise ParameterError(message) from None
+
+    def _runtime_for(self, plan: Plan, dataset: dict, inputs: Sequence, extras: Sequence = (),
+                     *, out_bytes: int, reads_result: bool | None = None,
+                     iterations: int = 1) -> tuple[_rt.Runtime, Any]:
+        """The runtime this call runs on, and the cost model's choice that picked it in auto
+        mode (``sk.use("auto")``; None otherwise), with the inputs then already there."""
+        rt = _rt.fixed()
+        if rt is not None:
+            return rt, None
+        if not _rt.auto():
+            return _rt.current(), None
+        from ..costmodel import auto
+
+        choice = auto.place_call(self, plan, dataset, inputs, extras, out_bytes=out_bytes,
+                                 reads_result=reads_result, iterations=iterations)
+        return choice.runtime, choice
+
+    def _chosen(self, choice, result=None) -> None:
+        """After an auto-mode call: the choice goes into ``last_launch`` and its events to
+        the cost model's history."""
+        launch = self.last_launch
+        if choice is None or launch is None:
+            return
+        from ..costmodel import auto
+
+        launch.choice = choice
+        auto.launched(self, choice, launch.events, result)
 
     def _relaunch(self, rt: _rt.Runtime, kernel, gsize, lsize, argv, point) -> bool:
         """A repeat-call launch at a settled point; False when the runtime refuses it now

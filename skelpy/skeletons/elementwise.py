@@ -32,6 +32,7 @@ from ..tuner.space import Param, ParamSpace, pow2_range
 from .arguments import (
     ArrayArg,
     ContainerInput,
+    ViewInput,
     array_extra_dtypes,
     classify_extras,
     extra_kernel_args,
@@ -146,15 +147,18 @@ class _Elementwise(Skeleton):
         return self._call(args, params, out_dtype, rt)
 
     def _call(self, args, params, out_dtype, rt=None):
-        if rt is None:
-            rt = _rt.current()
-            if rt.group is not None:                     # several devices at once
-                return distributed_elementwise.run(self, args, params, out_dtype)
+        if rt is None and _rt.current().group is not None:   # several devices at once
+            return distributed_elementwise.run(self, args, params, out_dtype)
         plan, inputs, shape, extras_desc, extras_val = self._signature(args, out_dtype)
         forced = self._check_params_arg(params)
+        n = math.prod(shape)
+        dataset = _dataset(plan, shape)
+        choice = None
+        if rt is None:
+            rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                           out_bytes=n * plan.out_dtype.itemsize)
         plan.check_device(rt)
 
-        n = math.prod(shape)
         out_shape = shape if len(shape) in (1, 2) else (n,)
         check_output(self.origin, out_shape, plan.out_dtype, rt)
         out = empty_like_shape(out_shape, plan.out_dtype, rt)
@@ -180,11 +184,12 @@ class _Elementwise(Skeleton):
             out.mark_device_written()          # the tuner may read the result between runs
             return out, [ev]
 
-        outcome = self._run_tuned(plan, rt, _dataset(plan, shape), forced, run)
+        outcome = self._run_tuned(plan, rt, dataset, forced, run)
         out.mark_device_written()
         self._record(outcome, launched["g"], launched["l"])
+        self._chosen(choice, out)
         if forced is None and out_dtype is None and outcome.ticket is not None \
-                and rt.group is None:
+                and choice is None and rt.group is None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
                                          launched["g"], launched["l"])
         return out
@@ -199,9 +204,11 @@ class _Elementwise(Skeleton):
         unexpected returns None and the full path runs instead."""
         n_in = self.n_inputs
         specs = []
-        for a in args[:n_in]:
+        for k, a in enumerate(args[:n_in]):
             if isinstance(a, Container):
-                specs.append((type(a), a.dtype, a.shape, None))
+                # a view's kernel arguments come from its kind (offset, strides)
+                specs.append((type(a), a.dtype, a.shape,
+                              plan.inputs[k] if a.layout is not None else None))
             elif type(a) is IndexMatrix:
                 specs.append((IndexMatrix, None, a.shape, np.int64(a.shape[1])))
             elif type(a) is IndexVector:
@@ -226,7 +233,7 @@ class _Elementwise(Skeleton):
         ticket_valid = tuner.ticket_valid
 
         def fast(call_args):
-            if len(call_args) != nargs or _rt.current() is not rt or not ticket_valid(ticket):
+            if len(call_args) != nargs or _rt.fixed() is not rt or not ticket_valid(ticket):
                 return None
             argv = [None, n_arg]
             try:
@@ -241,7 +248,14 @@ class _Elementwise(Skeleton):
                         if dt is not None:
                             if a.dtype != dt:
                                 return None
-                            argv.append(a.device_buffer(rt))
+                            if extra is None:
+                                if a.layout is not None:
+                                    return None
+                                argv.append(a.device_buffer(rt))
+                            else:
+                                if input_kind(a) is not extra:
+                                    return None
+                                argv.extend(extra.kernel_args(a, rt))
                         elif extra is not None:
                             argv.append(extra)
                     elif dt is not None:               # a container read by index
@@ -317,7 +331,7 @@ class _Elementwise(Skeleton):
         # 16-byte loads and stores by default: on the H200 a float map went from 2.7 TB/s
         # (scalar) to 4.2 TB/s (float4), and PoCL vectorises them as well.
         widest = max([tm.out_dtype.itemsize] + [inp.dtype.itemsize for inp in inputs
-                                                 if isinstance(inp, ContainerInput)])
+                                                 if isinstance(inp, (ContainerInput, ViewInput))])
         return ElementwisePlan(source=source, out_dtype=tm.out_dtype, muscles=(tm,),
                                features=features, origin=self.origin, inputs=tuple(inputs),
                                n_muscle_inputs=n_muscle_inputs,
@@ -369,3 +383,24 @@ class Zip(_Elementwise):
 
     def __init__(self, f, *, out_dtype=None):
         super().__init__(f, out_dtype=out_dtype)
+
+
+class ZipN(_Elementwise):
+    """``ZipN(f, n)(x1, ..., xn, *extras)``: ``out[i] = f(x1[i], ..., xn[i], *extras)``.
+
+    The kernel of an array expression (``skelpy.array``): its inputs are the expression's
+    leaves (containers or views of one shape), its extras the constants. For the tuner it is
+    a Map like any other."""
+
+    kind = "map"
+
+    def __init__(self, f, n_inputs: int, *, out_dtype=None, description: str = ""):
+        super().__init__(f, out_dtype=out_dtype)
+        self.n_inputs = int(n_inputs)
+        self.description = description
+
+    def source(self, *args, params: Mapping | None = None, out_dtype=None) -> str:
+        """The program a call builds (see Skeleton.source), after a comment naming the
+        expression it computes (inputs ``a0, a1, ...``, constants ``c0, ...``)."""
+        head = f"/* skelpy.array fused: {self.description} */\n" if self.description else ""
+        return head + super().source(*args, params=params, out_dtype=out_dtype)

@@ -124,9 +124,7 @@ class _Reduction(Skeleton):
                 raise self._error(ShapeError, f"axis {axis} is out of range for a Vector")
             axis = None
         if axis is not None:
-            axis = axis % 2
-            if any(isinstance(c, IndexSpace) for c in inputs):
-                raise self._error(ShapeError, "axis reductions need container inputs")
+            axis = axis % 2          # an IndexMatrix is read at the linear index, like data
         kinds = tuple(input_kind(c) for c in inputs)
         sig = (kinds, tuple(extras_desc), axis)
         plan = self._plans.get(sig)
@@ -174,12 +172,16 @@ class _Reduction(Skeleton):
 
     def _reduce(self, inputs: list, extras: list, params, rt=None):
         on_device = rt is not None
-        if rt is None:
-            rt = _rt.current()
-            if rt.group is not None:                     # several devices at once
-                return distributed_reduce.run(self, inputs, extras, params)
+        if not on_device and _rt.current().group is not None:   # several devices at once
+            return distributed_reduce.run(self, inputs, extras, params)
         plan, shape, axis, extras_desc, extras_val, dataset = self._signature(inputs, extras)
         forced = self._check_params_arg(params)
+        outer = 1 if axis is None else shape[1 - axis]
+        choice = None
+        if not on_device:
+            rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                           out_bytes=outer * plan.out_dtype.itemsize,
+                                           reads_result=True if axis is None else None)
         plan.check_device(rt)
         ident = identity_value(self.identity, plan.out_dtype, self.origin)
         fixed = []
@@ -189,9 +191,12 @@ class _Reduction(Skeleton):
             fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle,
                                        plan.n_muscle_inputs, rt, self.origin)
         if axis is None:
-            return self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset,
-                                  on_device)
-        return self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+            result = self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset,
+                                    on_device)
+        else:
+            result = self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+        self._chosen(choice, result)
+        return result
 
     def _run_flat(self, plan, rt, n, ident, fixed, forced, dataset, on_device=False):
         acc = plan.out_dtype

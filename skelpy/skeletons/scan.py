@@ -172,7 +172,7 @@ class Scan(Skeleton):
         rt = _rt.current()
         if rt.group is not None:                         # several devices at once
             return distributed_scan.run(self, self._data_input(x), params)
-        return self._scan(self._data_input(x), params, rt)
+        return self._scan(self._data_input(x), params, None)
 
     # -- on a device group (skelpy.distribution.scan) ---------------------------------------
     def accumulator(self, c) -> np.dtype:
@@ -202,9 +202,14 @@ class Scan(Skeleton):
             folds[acc] = Reduce(self._fn, self.identity, dtype=acc)
         return folds[acc]
 
-    def _scan(self, c, params, rt, carry=None):
+    def _scan(self, c, params, rt: _rt.Runtime | None, carry=None):
         forced = self._check_params_arg(params)
         plan = self._plan(c)
+        dataset = _dataset(c, plan)
+        choice = None
+        if rt is None:                   # not a part of a call on a group: the call's device
+            rt, choice = self._runtime_for(plan, dataset, [c],
+                                           out_bytes=c.size * plan.out_dtype.itemsize)
         plan.check_device(rt)
         acc = plan.out_dtype
         st = storage_dtype(acc)
@@ -275,8 +280,9 @@ class Scan(Skeleton):
             out.mark_device_written()
             return out, events
 
-        outcome = self._run_tuned(plan, rt, _dataset(c, plan), forced, run)
+        outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        self._chosen(choice, outcome.result)
         return outcome.result
 
     def _make_plan(self, in_dt: np.dtype) -> ScanPlan:

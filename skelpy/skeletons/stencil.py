@@ -43,7 +43,7 @@ from .base import Skeleton, checked_signature
 from .kernel_source import SourceBuilder
 from .limits import check_iterations, check_output
 from .plan import feature_dict
-from .stencil_launch import BoundStencil, merge_launches, repeat_launcher
+from .stencil_launch import BoundStencil, merge_launches, place, repeat_launcher
 from .stencil_plan import MatrixExtra, StencilPlan, VectorExtra, nb_extra, nb_input, tile_bytes
 from .stencil_shape import BORDERS, Shape, border_mode, check_cval, cval_literal
 
@@ -120,20 +120,22 @@ class Stencil(Skeleton):
         iterations = check_iterations(self.origin, iterations)
         forced = self._check_params_arg(params)
         src = self._as_input(m)
-        rt = _rt.current()
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
-        if rt.group is not None:                         # several devices at once
+        if _rt.current().group is not None:              # several devices at once
             return distributed_stencil.run(self, src, extras, iterations, forced, out_dtype)
         bound = self._bind(src, extras, out_dtype)
+        rt, choice = place(self, bound, src, iterations)
         if iterations > 1 or (forced is not None and set(forced) & set(_temporal.NAMES)):
             out = self._iterate_temporal(bound, src, extras, iterations, forced, out_dtype, rt)
             if out is not None:
+                self._chosen(choice, out)
                 return out
         cur, launches = self._single_steps(bound, src, extras, iterations, forced, out_dtype, rt)
         self.last_launch = merge_launches(self.kind, launches)
-        if iterations == 1 and forced is None and out_dtype is None:
+        self._chosen(choice, cur)
+        if iterations == 1 and forced is None and out_dtype is None and choice is None:
             self._fast = repeat_launcher(self, bound, m, extras, rt)
         return cur
 
@@ -181,7 +183,7 @@ class Stencil(Skeleton):
             return out, launches
 
         out, launch = _temporal.iterate(tplan, src, iterations, forced, bound.extra_args(rt),
-                                        single_steps, self.origin)
+                                        single_steps, self.origin, rt)
         self.last_launch = launch if launch is not None else merge_launches(self.kind, ran)
         return out
 
@@ -258,7 +260,9 @@ class Stencil(Skeleton):
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = self._make_plan(src.dtype, descs, odt, big)
-        plan.check_device(_rt.current())
+        rt = _rt.fixed()
+        if rt is not None:              # in auto mode: checked on the device chosen
+            plan.check_device(rt)
         return BoundStencil(self, plan, descs, values, src.shape)
 
     def _kinds(self, in_dtype, descs, edge: bool, nb_edge: Sequence[bool] = ()) -> list:
@@ -530,31 +534,40 @@ class StencilSequence:
         iterations = check_iterations(self.origin, iterations)
         stage_params = self._stage_params(params)
         src = self.stages[0]._as_input(m)
-        rt = _rt.current()
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
-        if rt.group is not None:                         # several devices at once
+        first, choice = self.stages[0], None
+        if _rt.current().group is not None:              # several devices at once
             for i in range(len(self.stages)):
                 self._bind_stage(i, src, extras)         # the checks, before anything runs
             cur, per_stage = distributed_stencil.run_sequence(self, src, extras, iterations,
                                                               stage_params)
         else:
-            cur, per_stage = self._run_stages(src, extras, iterations, stage_params, rt)
+            # one device for the whole sequence, placed as the first stage run len(stages)
+            # times
+            rt, choice = place(first, self._bind_stage(0, src, extras), src,
+                               iterations * len(self.stages))
+            cur, per_stage = self._run_stages(src, extras, iterations, stage_params, rt, choice)
         self.last_launches = []
         for stage, launches in zip(self.stages, per_stage):
             stage.last_launch = merge_launches(stage.kind, launches)
             self.last_launches.append(stage.last_launch)
         self._summarise(iterations)
+        if choice is not None:
+            self.last_launch.choice = choice
+            first._chosen(choice, cur)
         return cur
 
-    def _run_stages(self, src, extras, iterations, stage_params, rt):
+    def _run_stages(self, src, extras, iterations, stage_params, rt, choice=None):
         per_stage: list[list] = [[] for _ in self.stages]
         decided: dict = {}
         cur = src
         for _ in range(iterations):
             for i, stage in enumerate(self.stages):
                 bound = self._bind_stage(i, cur, extras)
+                if choice is not None:
+                    bound.plan.check_device(rt)
                 check_output(stage.origin, src.shape, bound.out_dtype, rt)
                 dst = empty_like_shape(src.shape, bound.out_dtype, rt)
                 bound.launch(rt, cur, dst, stage._check_params_arg(stage_params[i]), decided,

@@ -14,7 +14,7 @@ import pyopencl as cl
 
 from .. import runtime as _rt
 from .. import tuner
-from ..containers import Matrix, Vector
+from ..containers import Container, Matrix, Vector
 from ..errors import RefusedParameters
 from .arguments import ScalarArg, scalar_converter, scalar_value
 from .stencil_plan import MatrixExtra, StencilPlan, tile_bytes
@@ -139,7 +139,7 @@ def repeat_launcher(skel, bound: BoundStencil, m, extras, rt):
 
     def fast(m, call_extras):
         if type(m) is not Matrix or m.shape != shape or m.dtype != in_dt \
-                or len(call_extras) != len(specs) or _rt.current() is not rt \
+                or len(call_extras) != len(specs) or _rt.fixed() is not rt \
                 or not ticket_valid(ticket):
             return None
         argv = template[:first_extra]
@@ -167,6 +167,22 @@ def repeat_launcher(skel, bound: BoundStencil, m, extras, rt):
 
 def local_memory(nbytes: int) -> cl.LocalMemory:
     return cl.LocalMemory(max(int(nbytes), 1))
+
+
+def place(skel, bound: BoundStencil, src, iterations: int):
+    """The runtime a call of ``bound`` runs on (``Skeleton._runtime_for``: in auto mode the
+    cost model's choice, with the inputs moved there), fp64 checked; and the choice."""
+    plan = bound.plan
+    rows, cols = src.shape
+    dataset = {"n": float(rows * cols), "rows": float(rows), "cols": float(cols),
+               "dtype_size": float(plan.in_dtype.itemsize)}
+    arrays = [v for v in bound.values if isinstance(v, Container)]
+    rt, choice = skel._runtime_for(
+        plan, dataset, [src, *[v for v in arrays if v.ndim == 2]],
+        [v for v in arrays if v.ndim == 1], out_bytes=rows * cols * plan.out_dtype.itemsize,
+        iterations=iterations)
+    plan.check_device(rt)
+    return rt, choice
 
 
 def merge_launches(kind: str, launches: list) -> _rt.Launch:

@@ -447,12 +447,13 @@ _SINGLE = {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring
 
 def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | None,
             extra_args: Sequence, single_steps: Callable[[], tuple[Matrix, list]],
-            origin: str) -> tuple[Matrix, _rt.Launch | None]:
+            origin: str, rt: _rt.Runtime | None = None) -> tuple[Matrix, _rt.Launch | None]:
     """``iterations`` steps of the stencil from ``src``, t per pass as the tuner (or
     ``forced``) decides; ``t = 1`` calls ``single_steps()``, which returns (result, its
     Launch records) from today's single-step path. Returns (result, the Launch describing
-    the passes, or None when single steps ran)."""
-    rt = _rt.current()
+    the passes, or None when single steps ran). ``rt``: the runtime the call runs on
+    (default: the current one; in auto mode the one the cost model chose)."""
+    rt = rt or _rt.current()
     rows, cols = src.shape
     note: dict = {}
     if forced and forced.get("t") == 1:       # single steps: the tile does not apply

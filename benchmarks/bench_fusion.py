@@ -1,0 +1,227 @@
+"""Array expressions fused into single kernels (issue 15), against hand-written and unfused
+alternatives, in one run on one device.
+
+    python -m benchmarks.bench_fusion [--quick] [--n N] [--calls K]
+    python -m benchmarks.suite --only fusion [--quick]
+
+Cases (kernel times from OpenCL profiling events, minimum of repeats; CuPy's from CUDA events
+when CuPy is importable, i.e. on the GPU host only):
+
+- ``a * x + y`` (float32): the fused kernel vs a hand-written one-kernel saxpy at the same
+  launch point (target within 1.05x) and vs CuPy's unfused expression (target >= 1.6x faster);
+- ``((x - y) ** 2).sum()``: one MapReduce kernel vs ``sk.MapReduce`` written by hand (target
+  within 1.1x) and vs CuPy's expression (target >= 2x faster);
+- ``Map(f)`` then ``Reduce``: what that chain costs today vs the explicit MapReduce (Map
+  results are not lazy yet: this is two kernels, and the ratio says so);
+- a 6-operation chain on x and y: GB/s counting only the fused kernel's real reads and writes
+  (12 bytes per element) as a fraction of the copy bandwidth (target >= 90%);
+- a loop of ``--calls`` small expressions: kernel builds after the first iteration (target 0)
+  and wall time per expression (build + evaluate + wait) vs one skeleton call (target within
+  1.5x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import pyopencl as cl
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import skelpy as sk  # noqa: E402
+from benchmarks.bench_map import HAND_WRITTEN, global_size  # noqa: E402
+from benchmarks.common import copy_bandwidth, print_table, time_events, write_json  # noqa: E402
+from skelpy import runtime  # noqa: E402
+
+
+def _cupy():
+    try:
+        import cupy as cp
+        cp.zeros(1)
+        return cp
+    except Exception:  # noqa: BLE001 - no CuPy or no CUDA device: skip it
+        return None
+
+
+def _time_cupy(cp, fn, reps: int) -> float:
+    fn()
+    cp.cuda.Device().synchronize()
+    best = float("inf")
+    for _ in range(reps):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        best = min(best, cp.cuda.get_elapsed_time(start, end) * 1e-3)
+    return best
+
+
+def _median_wall(fn, calls: int) -> float:
+    for _ in range(min(20, calls)):
+        fn()
+    samples = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _add(a, b):
+    return a + b
+
+
+def _sqdiff(a, b):
+    return (a - b) ** 2
+
+
+def _square(a):
+    return a * a
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    ap.add_argument("--n", type=int, default=None, help="elements (default by device)")
+    ap.add_argument("--calls", type=int, default=None, help="iterations of the small loop")
+    args = ap.parse_args(argv)
+    rt = runtime.current()
+    dev, q, ctx = rt.device, rt.queue, rt.context
+    gpu = dev.kind == "gpu"
+    n = args.n or ((1 << 24 if args.quick else 1 << 26) if gpu else
+                   (1 << 20 if args.quick else 1 << 22))
+    reps = 5 if args.quick else 15
+    calls = args.calls or (200 if args.quick else 1000)
+    print(f"device: {dev.name} ({dev.platform}); n = {n}")
+    bw = copy_bandwidth(q, nbytes=min(4 * n, 1 << 30), reps=reps)
+    print(f"copy bandwidth: {bw / 1e9:.1f} GB/s (read + write)")
+    cp = _cupy()
+
+    rng = np.random.default_rng(0)
+    hx = rng.standard_normal(n).astype(np.float32)
+    hy = rng.standard_normal(n).astype(np.float32)
+    x, y = sk.Vector(hx), sk.Vector(hy)
+    a = 2.0
+    rows, targets = [], []
+
+    # -- a * x + y -------------------------------------------------------------------------
+    def fused_saxpy():
+        sk.evaluate(a * x + y)
+        return sk.array.last_skeleton().last_launch.events
+
+    t_fused = time_events(fused_saxpy, reps=reps)
+    p = dict(sk.array.last_skeleton().last_launch.params)
+    prg = cl.Program(ctx, HAND_WRITTEN).build(options=[f"-DC={p['coarsen']}",
+                                                       f"-DVW={p['vw']}"])
+    bo = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, hx.nbytes)
+    bx, by = x.device_buffer(rt), y.device_buffer(rt)
+    hand = prg.zip_saxpy
+    if p["blocked"]:                        # the hand-written kernel is interleaved only
+        p = dict(p, blocked=0)
+    g = global_size(n, p)
+    t_hand = time_events(lambda: hand(q, (g,), (p["wg"],), bx, by, bo, np.float32(a),
+                                      np.int64(n)), reps=reps)
+    row = {"case": "a*x+y", "skelpy_us": t_fused * 1e6, "hand_us": t_hand * 1e6,
+           "skelpy/hand": t_fused / t_hand, "of_copy_bw": 12 * n / t_fused / bw}
+    targets.append(("a*x+y within 1.05x of a hand-written saxpy", t_fused / t_hand <= 1.05))
+    if cp is not None:
+        cx, cy = cp.asarray(hx), cp.asarray(hy)
+        t_cp = _time_cupy(cp, lambda: a * cx + cy, reps)
+        row["cupy_us"] = t_cp * 1e6
+        row["cupy/skelpy"] = t_cp / t_fused
+        targets.append(("a*x+y >= 1.6x faster than CuPy", t_cp / t_fused >= 1.6))
+    rows.append(row)
+
+    # -- ((x - y) ** 2).sum() vs MapReduce ---------------------------------------------------
+    def fused_sum():
+        ((x - y) ** 2).sum()
+        return sk.array.last_skeleton().last_launch.events
+
+    mr = sk.MapReduce(_sqdiff, _add, 0)
+
+    def explicit():
+        mr(x, y)
+        return mr.last_launch.events
+
+    t_fs = time_events(fused_sum, reps=reps)
+    t_mr = time_events(explicit, reps=reps)
+    row = {"case": "((x-y)**2).sum()", "skelpy_us": t_fs * 1e6, "mapreduce_us": t_mr * 1e6,
+           "skelpy/mapreduce": t_fs / t_mr, "of_copy_bw": 8 * n / t_fs / bw}
+    targets.append(("((x-y)**2).sum() within 1.1x of MapReduce", t_fs / t_mr <= 1.1))
+    if cp is not None:
+        t_cp = _time_cupy(cp, lambda: ((cx - cy) ** 2).sum(), reps)
+        row["cupy_us"] = t_cp * 1e6
+        row["cupy/skelpy"] = t_cp / t_fs
+        targets.append(("((x-y)**2).sum() >= 2x faster than CuPy", t_cp / t_fs >= 2))
+    rows.append(row)
+
+    # -- Map(f) then Reduce (not fused: Map results are computed when Map is called) -------
+    sq, red, mr1 = sk.Map(_square), sk.Reduce(_add, 0), sk.MapReduce(_square, _add, 0)
+
+    def chain():
+        red(sq(x))
+        return list(sq.last_launch.events) + list(red.last_launch.events)
+
+    def chain_fused():
+        mr1(x)
+        return mr1.last_launch.events
+
+    t_chain = time_events(chain, reps=reps)
+    t_one = time_events(chain_fused, reps=reps)
+    rows.append({"case": "Map(f) then Reduce", "skelpy_us": t_chain * 1e6,
+                 "mapreduce_us": t_one * 1e6, "skelpy/mapreduce": t_chain / t_one})
+    targets.append(("Map then Reduce within 1.1x of MapReduce", t_chain / t_one <= 1.1))
+
+    # -- a 6-operation chain -------------------------------------------------------------------
+    def chain6():
+        sk.evaluate(((x * 1.5 + y) * x - 2.0) / (y + 3.0))
+        return sk.array.last_skeleton().last_launch.events
+
+    t6 = time_events(chain6, reps=reps)
+    frac = 12 * n / t6 / bw
+    rows.append({"case": "((x*1.5+y)*x-2)/(y+3)", "skelpy_us": t6 * 1e6,
+                 "GB/s": 12 * n / t6 / 1e9, "of_copy_bw": frac})
+    targets.append(("6-op chain >= 90% of copy bandwidth", frac >= 0.9))
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    print_table(rows, columns, title="fused kernels (kernel time)")
+
+    # -- a loop of small expressions -------------------------------------------------------------
+    sx, sy = sk.Vector(hx[:64]), sk.Vector(hy[:64])
+    saxpy = sk.Zip(lambda u, v, s: s * u + v)
+
+    def expr_call():
+        sk.evaluate(a * sx + sy)
+        q.finish()
+
+    def skel_call():
+        saxpy(sx, sy, a)
+        q.finish()
+
+    expr_call()
+    builds = rt.stats.builds
+    t_expr = _median_wall(expr_call, calls)
+    rebuilt = rt.stats.builds - builds
+    t_skel = _median_wall(skel_call, calls)
+    loop = {"calls": calls, "builds_after_first": rebuilt, "expression_us": t_expr * 1e6,
+            "skeleton_call_us": t_skel * 1e6, "ratio": t_expr / t_skel}
+    print_table([loop], title="a loop of small expressions (median wall time per iteration)")
+    targets.append(("no rebuilds in a loop of small expressions", rebuilt == 0))
+    targets.append(("small expression within 1.5x of one skeleton call",
+                    t_expr / t_skel <= 1.5))
+    for what, ok in targets:
+        print(f"  {'met ' if ok else 'MISS'}  {what}")
+    data = {"n": n, "copy_bandwidth_GBs": bw / 1e9, "cases": rows, "loop": loop,
+            "cupy": cp is not None, "targets": [{"target": t, "met": ok} for t, ok in targets]}
+    path = write_json("fusion", dev.name, data)
+    print(f"wrote {path}")
+    return data
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Building pending values: one elementwise operation on containers and scalars.
+
+:func:`apply` checks everything at the caller's line (dtypes and errors as NumPy has them,
+broadcasting, translation), then returns a pending container whose graph is the operation
+over its operands' graphs (a pending operand contributes its graph; a container with data is
+a leaf; a scalar is a constant, a kernel argument). A graph that would grow past
+``graph.MAX_OPS`` operations or ``graph.MAX_LEAVES`` leaves has its pending operands computed
+first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from ..containers import Container
+from ..dtypes import check_dtype
+from ..errors import DTypeError
+from . import fusion, graph, ops
+from .graph import Node
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user_line() -> str:
+    """``file:line`` of the innermost caller outside skelpy and NumPy (where errors point)."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(_PACKAGE) and "/numpy/" not in name and not name.startswith("<"):
+            return f"{os.path.relpath(name) if not name.startswith('..') else name}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"
+
+
+def node_of(x: Container) -> Node:
+    """A container's graph: its pending graph, or a leaf."""
+    pending = x.storage.pending
+    if pending is not None and x.layout is None:
+        return pending.node
+    return graph.leaf(x)
+
+
+def apply(op: str, operands: list, where: str | None = None) -> Container:
+    """``op`` (a name of :mod:`.ops`) over containers and scalars, as a pending container."""
+    where = where or f"{user_line()} ({op})"
+    shape = graph.result_shape(operands, where)
+    constant = graph.out_of_range_compare(op, operands)
+    if constant is not None:
+        x = next(o for o in operands if isinstance(o, Container))
+        return apply("equal" if constant else "not_equal", [x, x], where)
+    out = graph.numpy_dtype(ops.numpy_op(op), operands, where)
+    dtypes, args = [], []
+    for k, x in enumerate(operands):
+        if isinstance(x, Container):
+            dtypes.append(x.dtype)
+        else:
+            dt = graph.scalar_dtype(x, operands, k, op)
+            dtypes.append(dt)
+    fusion.check_translates(op, tuple(dtypes), out, where)
+    args = _nodes(operands, dtypes)
+    if op == "power" and graph.is_python_scalar(operands[1]) \
+            and float(operands[1]) in SMALL_EXPONENTS:
+        args[1] = graph.const(operands[1], dtypes[1], literal=True)
+    return fusion.pending_container(Node(op, tuple(args), out, shape), shape)
+
+
+#: Exponents written into the kernel (part of its structure): the translator turns them into
+#: multiplications or sqrt instead of a general pow.
+SMALL_EXPONENTS = frozenset({0.5, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0})
+
+
+def astype(x: Container, dtype, where: str | None = None) -> Container:
+    where = where or f"{user_line()} (astype)"
+    dt = check_dtype(dtype, where)
+    fusion.check_translates("astype", (x.dtype,), dt, where)
+    (arg,) = _nodes([x], [x.dtype])
+    return fusion.pending_container(Node("astype", (arg,), dt, x.shape), x.shape)
+
+
+def copy_of(x: Container) -> Container:
+    """A pending copy of a view or container (a fused kernel reading it)."""
+    return fusion.pending_container(node_of(x), x.shape)
+
+
+def _nodes(operands: list, dtypes: list) -> list[Node]:
+    nodes = [node_of(x) if isinstance(x, Container) else graph.const(x, dt)
+             for x, dt in zip(operands, dtypes, strict=True)]
+    n_ops = 1 + sum(n.n_ops for n in nodes)
+    leaves = {id(c) for n in nodes for c in n.leaves}
+    if n_ops > graph.MAX_OPS or len(leaves) > graph.MAX_LEAVES:
+        for x in operands:                   # compute the pending operands: they become leaves
+            if isinstance(x, Container):
+                x.storage.resolve()
+        nodes = [graph.leaf(x) if isinstance(x, Container) else n
+                 for x, n in zip(operands, nodes, strict=True)]
+    return nodes
+
+
+def evaluate(*values) -> None:
+    """Compute pending values now (``sk.evaluate(z)``); containers that are not pending and
+    other objects are left as they are."""
+    for v in values:
+        if isinstance(v, Container):
+            v.storage.resolve()
+        elif isinstance(v, (list, tuple)):
+            evaluate(*v)
+
+
+def is_bool(x) -> bool:
+    return isinstance(x, Container) and x.dtype == np.bool_
+
+
+__all__ = ["apply", "astype", "copy_of", "evaluate", "node_of", "user_line", "DTypeError"]

@@ -1,0 +1,255 @@
+"""Compiling an expression graph into one kernel, and computing pending values.
+
+A graph is *linearised* (each node once, in dependency order: a node used twice is computed
+once, into a local) into a :class:`Program`: its leaves (the kernel's inputs, each read through
+its input kind: a container, or a view with offset and strides, which is also how operands
+broadcast), its constants (kernel arguments), and a *structure key* that names the graph's
+shape without its values. The program is written as a Python muscle --
+
+.. code-block:: python
+
+    def fused(a0, a1, c0):          # leaves, then constants
+        t0 = np.float32(a0 * c0)    # every node cast to the dtype NumPy gives it
+        t1 = np.float32(t0 + a1)
+        return t1
+
+-- which the muscle translator compiles, and runs as ONE elementwise kernel (a Map over the
+leaves, ``skeletons.elementwise.ZipN``), or as the input expression of a reduction. Skeletons
+are cached per structure key, so a loop that changes only values (or views' offsets)
+compiles nothing after its first iteration; the tuner sees the kernel like any Map.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import runtime as _rt
+from ..containers import Container
+from ..errors import SkelpyError, TranslationError
+from ..muscle import Muscle
+from ..muscle.params import Scalar
+from ..skeletons.arguments import input_kind
+from ..skeletons.elementwise import ZipN
+from . import ops
+from .graph import Node
+
+#: Fused skeletons kept (least recently used go first; their programs then go too).
+MAX_CACHED_SKELETONS = 256
+
+_LOCK = threading.RLock()
+_SKELETONS: OrderedDict[tuple, ZipN] = OrderedDict()
+_MUSCLES: dict[tuple, Muscle] = {}
+_CHECKED: dict[tuple, object] = {}
+
+
+@dataclass
+class Program:
+    """A linearised graph: see the module docstring."""
+
+    key: tuple
+    leaves: list              # the containers read (views already broadcast to the shape)
+    consts: list              # NumPy scalars
+    lines: list[str]          # the muscle's body
+    result: str               # the name returned
+    text: str                 # the expression in NumPy notation (for source() and errors)
+
+
+def dtype_name(dt: np.dtype) -> str:
+    return "np.bool_" if dt == np.bool_ else f"np.{dt.name}"
+
+
+def linearise(root: Node, shape: tuple[int, ...]) -> Program:
+    leaves, consts, lines, key, names, texts = [], [], [], [], {}, {}
+    leaf_of: dict[int, str] = {}
+
+    def visit(n: Node) -> str:
+        got = names.get(id(n))
+        if got is not None:
+            return got
+        if n.op == "leaf":
+            c = n.args[0]
+            name = leaf_of.get(id(c))
+            if name is None:
+                view = c if c.shape == shape else c.broadcast_to(shape)
+                name = leaf_of[id(c)] = f"a{len(leaves)}"
+                leaves.append(view)
+                key.append(("leaf", id(input_kind(view))))
+                texts[name] = name
+            names[id(n)] = name
+            return name
+        if n.op == "literal":
+            v = n.args[0]
+            name = f"{dtype_name(n.dtype)}({v.item()!r})"
+            key.append(("literal", n.dtype, v.item()))
+            names[id(n)] = name
+            texts[name] = repr(v.item())
+            return name
+        if n.op == "const":
+            name = f"c{len(consts)}"
+            consts.append(n.args[0])
+            key.append(("const", n.dtype))
+            names[id(n)] = name
+            texts[name] = name
+            return name
+        args = [visit(a) for a in n.args]
+        name = f"t{len(lines)}"
+        if n.op == "astype":
+            expr = f"{dtype_name(n.dtype)}({args[0]})"
+            text = f"{texts[args[0]]}.astype({n.dtype.name})"
+        else:
+            expr = f"{dtype_name(n.dtype)}({ops.template(n.op).format(*args)})"
+            text = ops.template(n.op).format(*(f"({texts[a]})" if a[0] == "t" else
+                                               texts[a] for a in args))
+        lines.append(f"    {name} = {expr}")
+        key.append((n.op, tuple(args), n.dtype))
+        names[id(n)] = name
+        texts[name] = text
+        return name
+
+    result = visit(root)
+    if root.op in ("leaf", "const", "literal"):      # a copy (or a fill): one node to return
+        name = "t0"
+        lines.append(f"    {name} = {dtype_name(root.dtype)}({result})")
+        key.append(("copy", root.dtype))
+        texts[name] = texts[result]
+        result = name
+    key.append(("shape", len(shape)))
+    return Program(tuple(key), leaves, consts, lines, result, texts[result])
+
+
+def _muscle(program: Program) -> Muscle:
+    """The Python muscle of a program (cached per structure key)."""
+    hit = _MUSCLES.get(program.key)
+    if hit is not None:
+        return hit
+    params = [f"a{k}" for k in range(len(program.leaves))] + \
+             [f"c{k}" for k in range(len(program.consts))]
+    digest = hashlib.sha1(repr(program.key).encode()).hexdigest()[:12]
+    filename = f"<skelpy fused {digest}>"
+    src = (f"def fused({', '.join(params)}):\n"
+           f"    # {program.text}\n"
+           + "\n".join(program.lines) + f"\n    return {program.result}\n")
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = {"np": np}
+    exec(compile(src, filename, "exec"), ns)  # noqa: S102 - our own generated source
+    muscle = Muscle(ns["fused"])
+    muscle._skelpy_fn = ns["fused"]           # keep the function (muscles cache it weakly)
+    if len(_MUSCLES) > 4 * MAX_CACHED_SKELETONS:
+        _MUSCLES.clear()
+    _MUSCLES[program.key] = muscle
+    return muscle
+
+
+def skeleton_for(program: Program) -> ZipN:
+    """The fused Map skeleton of a program (cached per structure key, LRU)."""
+    with _LOCK:
+        sk = _SKELETONS.get(program.key)
+        if sk is not None:
+            _SKELETONS.move_to_end(program.key)
+            return sk
+        sk = ZipN(_muscle(program), len(program.leaves), description=program.text)
+        _SKELETONS[program.key] = sk
+        while len(_SKELETONS) > MAX_CACHED_SKELETONS:
+            _SKELETONS.popitem(last=False)
+        return sk
+
+
+def muscle_for(program: Program) -> Muscle:
+    with _LOCK:
+        return _muscle(program)
+
+
+def check_translates(op: str, dtypes: tuple, out: np.dtype, where: str) -> None:
+    """Translate one operation on these dtypes once (cached), so that an operation the
+    translator cannot compile is an error at the user's line, not at evaluation."""
+    key = (op, dtypes, out)
+    if key in _CHECKED:
+        message = _CHECKED[key]
+        if message is not None:
+            raise TranslationError(message, origin=where)
+        return
+    args = [f"a{k}" for k in range(len(dtypes))]
+    if op == "astype":
+        body = f"{dtype_name(out)}(a0)"
+    else:
+        body = f"{dtype_name(out)}({ops.template(op).format(*args)})"
+    filename = f"<skelpy op {op}>"
+    src = f"def {op}({', '.join(args)}):\n    return {body}\n"
+    linecache.cache[filename + str(len(src))] = (len(src), None, src.splitlines(True),
+                                                 filename + str(len(src)))
+    ns = {"np": np}
+    exec(compile(src, filename + str(len(src)), "exec"), ns)  # noqa: S102
+    try:
+        Muscle(ns[op]).specialise([Scalar(d) for d in dtypes], c_name="skp_check")
+    except SkelpyError as exc:
+        message = f"{op} on {', '.join(str(d) for d in dtypes)} cannot run on the device: " \
+                  f"{exc}"
+        _CHECKED[key] = message
+        raise TranslationError(message, origin=where) from None
+    _CHECKED[key] = None
+
+
+# -- pending values ----------------------------------------------------------------------------
+
+
+class Recipe:
+    """What a pending container computes (its storage's ``pending``): a graph and a shape."""
+
+    __slots__ = ("node", "shape", "storage", "skeleton")
+
+    def __init__(self, node: Node, shape: tuple[int, ...]):
+        self.node = node
+        self.shape = shape
+        self.storage = None
+        self.skeleton = None
+
+    def evaluate(self) -> None:
+        storage = self.storage()
+        if storage is None or storage.pending is not self:
+            return
+        out, skeleton = compute(self.node, self.shape)
+        self.skeleton = skeleton
+        LAST.skeleton = skeleton
+        parts = out.storage.parts
+        if parts is not None and not out.storage.device_valid:
+            storage.filled_parts(parts)      # computed on a device group: it stays there
+            return
+        rt = _rt.current()
+        storage.filled(out.device_buffer(rt), rt)
+
+
+class _Last:
+    """The fused skeleton that ran most recently (``skelpy.array.last_skeleton()``)."""
+
+    skeleton: ZipN | None = None
+
+
+LAST = _Last()
+
+
+def pending_container(node: Node, shape: tuple[int, ...]) -> Container:
+    """A pending container computing ``node``; it reads ``node``'s leaves, so they compute
+    it before anybody writes them."""
+    from ..containers import Matrix, Vector
+    recipe = Recipe(node, shape)
+    cls = Vector if len(shape) == 1 else Matrix
+    c = cls.pending(shape, node.dtype, recipe)
+    storage = c.storage
+    recipe.storage = weakref.ref(storage)
+    for leaf in node.leaves:
+        leaf.storage.add_reader(storage)
+    return c
+
+
+def compute(node: Node, shape: tuple[int, ...]) -> tuple[Container, ZipN]:
+    """Run the graph as one kernel: a fresh container of ``shape`` (and the skeleton)."""
+    program = linearise(node, shape)
+    sk = skeleton_for(program)
+    return sk(*program.leaves, *program.consts), sk

@@ -1,0 +1,189 @@
+"""The expression graph of lazy array values: nodes, and building one operation at a time.
+
+An operation on containers (``a * x + y``, ``np.sin(v)``, ``sk.where(c, a, b)``) does not run:
+it returns a *pending* container whose recipe holds a :class:`Node`. A node is a leaf (a
+container that has data: an owner or a view), a constant (a scalar, which becomes a kernel
+argument so that a loop over values does not recompile) or an operation on other nodes. An
+operand that is itself pending contributes its node, so chains grow into one graph, which
+``fusion.py`` compiles into one kernel when the value is needed.
+
+Everything that can be wrong is found while the node is built, at the user's line: NumPy's
+own ufunc runs on empty arrays of the operand dtypes (its dtype, its NEP 50 rules for Python
+scalars, its errors), shapes broadcast as in NumPy, and each operation's translation is
+checked once per dtype signature (``fusion.check_translates``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from ..containers import Container, Matrix, MatrixRow, Vector
+from ..dtypes import check_dtype
+from ..errors import DTypeError, ShapeError
+from . import ops
+
+#: A graph with more operations than this, or more distinct leaves, is evaluated in parts:
+#: the pending operands of the operation that would cross the limit are computed first.
+MAX_OPS = 48
+MAX_LEAVES = 12
+
+
+class Node:
+    """One node of an expression graph (see the module docstring). ``op`` is ``"leaf"``
+    (``args = (container,)``), ``"const"`` (``args = (value,)``, a NumPy scalar of
+    ``dtype``) or an operation name of :mod:`.ops` (``args``: nodes); ``"astype"`` converts."""
+
+    __slots__ = ("op", "args", "dtype", "shape", "n_ops", "leaves", "__weakref__")
+
+    def __init__(self, op: str, args: tuple, dtype: np.dtype, shape: tuple[int, ...]):
+        self.op, self.args, self.dtype, self.shape = op, args, dtype, shape
+        if op == "leaf":
+            self.n_ops, self.leaves = 0, (args[0],)
+        elif op in ("const", "literal"):
+            self.n_ops, self.leaves = 0, ()
+        else:
+            self.n_ops = 1 + sum(a.n_ops for a in args)
+            seen: dict[int, Container] = {}
+            for a in args:
+                for c in a.leaves:
+                    seen.setdefault(id(c), c)
+            self.leaves = tuple(seen.values())
+
+    def __repr__(self) -> str:
+        if self.op == "leaf":
+            return f"leaf{self.shape}:{self.dtype}"
+        if self.op == "const":
+            return f"{self.args[0]!r}"
+        return f"{self.op}({', '.join(map(repr, self.args))})"
+
+
+def leaf(c: Container) -> Node:
+    return Node("leaf", (c,), c.dtype, c.shape)
+
+
+def const(value, dtype: np.dtype, literal: bool = False) -> Node:
+    """A scalar: a kernel argument, or (``literal``) a constant written into the muscle, so
+    that the translator can specialise it (``x ** 2`` is ``x * x``, not ``pow``)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v = np.asarray(value).astype(dtype)[()]
+    return Node("literal" if literal else "const", (v,), dtype, ())
+
+
+# -- operands ---------------------------------------------------------------------------------
+
+def as_operand(x):
+    """A container, or a scalar (Python scalars stay Python: weak, NEP 50), from anything an
+    operation takes; None when skelpy cannot hold it (then NumPy does the work)."""
+    if isinstance(x, Container):
+        return x
+    if isinstance(x, MatrixRow):
+        return x._matrix[x._row, :]   # noqa: SLF001 - a row is a view of its matrix
+    if isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, np.generic):
+        return x if _supported(x.dtype) else None
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x)
+    if isinstance(x, np.ndarray):
+        if x.ndim == 0:
+            return x[()] if _supported(x.dtype) else None
+        if x.ndim > 2 or not _supported(x.dtype):
+            return None
+        return (Vector if x.ndim == 1 else Matrix)(x)
+    return None
+
+
+def _supported(dt: np.dtype) -> bool:
+    try:
+        check_dtype(dt)
+    except DTypeError:
+        return False
+    return True
+
+
+def is_python_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
+def probe(x):
+    """What NumPy is asked with in place of ``x``: an empty array of its dtype, or the
+    scalar itself (Python scalars weak, NumPy scalars strong)."""
+    if isinstance(x, Container):
+        return np.empty((0,) * min(x.ndim, 1), x.dtype)
+    return x
+
+
+def result_shape(operands, where: str) -> tuple[int, ...]:
+    shapes = [x.shape for x in operands if isinstance(x, Container)]
+    try:
+        shape = tuple(int(s) for s in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ShapeError(f"{where}: operands could not be broadcast together with shapes "
+                         + " ".join(str(s) for s in shapes)) from None
+    if len(shape) > 2:
+        raise ShapeError(f"{where}: the result would be {len(shape)}-D; containers are 1-D or "
+                         "2-D")
+    return shape
+
+
+def numpy_dtype(func, operands, where: str) -> np.dtype:
+    """The dtype NumPy gives ``func(*operands)``, or its error as a skelpy error."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = func(*(probe(x) for x in operands))
+    except (TypeError, OverflowError, ValueError) as exc:
+        raise DTypeError(f"{where}: {exc}") from None
+    dt = np.asarray(out).dtype
+    if dt == np.float16:                        # skelpy computes half results in float32
+        return np.dtype(np.float32)
+    try:
+        return check_dtype(dt, where)
+    except DTypeError:
+        raise
+    finally:
+        pass
+
+
+def scalar_dtype(x, operands, position: int, op: str) -> np.dtype:
+    """The dtype a scalar operand travels in: a NumPy scalar's own; a Python scalar's is
+    what NEP 50 makes of it next to the other operands (where's condition: bool)."""
+    if not is_python_scalar(x):
+        return check_dtype(np.asarray(x).dtype)
+    if op == "where" and position == 0:
+        return np.dtype(np.bool_)
+    others = [probe(o) for k, o in enumerate(operands)
+              if k != position and not (op == "where" and k == 0)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dt = np.result_type(*others, x) if others else np.result_type(x)
+    if dt == np.float16:
+        dt = np.dtype(np.float32)
+    return check_dtype(dt)
+
+
+def out_of_range_compare(op: str, operands) -> bool | None:
+    """NumPy 2 compares integers with Python ints outside their dtype's range exactly (the
+    answer is the same for every element): that answer, or None when this is no such case."""
+    if op not in ops.COMPARISONS or len(operands) != 2:
+        return None
+    for k in (0, 1):
+        s, other = operands[k], operands[1 - k]
+        if isinstance(s, int) and not isinstance(s, bool) and isinstance(other, Container) \
+                and other.dtype.kind in "iu":
+            info = np.iinfo(other.dtype)
+            if info.min <= s <= info.max:
+                return None
+            sample = int(info.min)
+            args = (sample, s) if k == 1 else (s, sample)
+            return bool(ops.numpy_op(op)(np.asarray(args[0], object), np.asarray(args[1],
+                                                                                  object)))
+    return None
+
+
+def size_of(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)

@@ -1,0 +1,160 @@
+"""``np.sum/prod/min/max/mean/argmin/argmax`` (and the methods) on containers, on the device.
+
+A reduction of an array expression is ONE kernel: the expression's fused muscle (``fusion``)
+is the map of a :class:`~skelpy.skeletons.MapReduce` over the expression's leaves, so
+``np.sum((x - y) ** 2)`` reads x and y once and stores nothing in between. Dtypes follow
+NumPy: ``sum``/``prod`` accumulate as ``np.sum`` does (``fold_muscle``), ``mean`` in float64
+for integers (the input's float type otherwise), ``min``/``max`` propagate NaN as
+``np.minimum``/``np.maximum`` do, and an empty ``min``/``max``/``argmin``/``argmax`` is
+NumPy's ValueError. ``axis=None``, 0 or 1 (a Vector's only axis gives a scalar).
+
+``argmin``/``argmax`` take two passes: the extreme value (per row or column), then the first
+position holding it (NaN: the first NaN) — a MapReduce over the data, an index space and the
+extremes (broadcast along the axis as a view), folding positions with ``min``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..containers import Container, IndexMatrix, IndexVector, Vector
+from ..errors import ShapeError
+from ..skeletons import MapReduce
+from . import expression, fusion
+
+_NOT_FOUND = int(np.iinfo(np.int64).max)     # the positions' fold identity
+_LOCK = threading.Lock()
+_SKELETONS: dict[tuple, MapReduce] = {}
+
+
+def _add(a, b):
+    return a + b
+
+
+def _mul(a, b):
+    return a * b
+
+
+def _minimum(a, b):
+    return np.minimum(a, b)
+
+
+def _maximum(a, b):
+    return np.maximum(a, b)
+
+
+def _first_min(a, b):
+    return min(a, b)
+
+
+def _first_flat(x, i, m, big):
+    return i if (x == m or (m != m and x != x)) else big
+
+
+def _first_in_row(x, p, m, big):
+    return p[1] if (x == m or (m != m and x != x)) else big
+
+
+def _first_in_col(x, p, m, big):
+    return p[0] if (x == m or (m != m and x != x)) else big
+
+
+def _extreme_identity(name: str, dt: np.dtype):
+    if dt == np.bool_:
+        return name == "min"
+    if dt.kind == "f":
+        return np.inf if name == "min" else -np.inf
+    info = np.iinfo(dt)
+    return int(info.max) if name == "min" else int(info.min)
+
+
+def _axis(x: Container, axis) -> int | None:
+    if axis is None:
+        return None
+    if isinstance(axis, tuple):
+        if len(axis) != 1:
+            raise ShapeError("skelpy reductions take one axis (or None)")
+        axis = axis[0]
+    axis = int(axis)
+    if not -x.ndim <= axis < x.ndim:
+        raise ShapeError(f"axis {axis} is out of bounds for array of dimension {x.ndim}")
+    axis %= x.ndim
+    return None if x.ndim == 1 else axis
+
+
+def _skeleton(key: tuple, make) -> MapReduce:
+    with _LOCK:
+        sk = _SKELETONS.get(key)
+        if sk is None:
+            if len(_SKELETONS) > 4 * fusion.MAX_CACHED_SKELETONS:
+                _SKELETONS.clear()
+            sk = _SKELETONS[key] = make()
+        return sk
+
+
+def fold(name: str, x: Container, axis: int | None, dtype=None):
+    """sum / prod / min / max of ``x`` (an expression, a view or a container) in one kernel."""
+    program = fusion.linearise(expression.node_of(x), x.shape)
+    muscle = fusion.muscle_for(program)
+    reduce_fn, identity = {
+        "sum": (_add, 0), "prod": (_mul, 1),
+        "min": (_minimum, None), "max": (_maximum, None)}[name]
+    if identity is None:
+        identity = _extreme_identity(name, x.dtype)
+    dt = None if dtype is None else np.dtype(dtype)
+    key = (program.key, name, axis, dt)
+    sk = _skeleton(key, lambda: MapReduce(muscle, reduce_fn, identity, axis=axis, dtype=dt,
+                                          inputs=len(program.leaves)))
+    fusion.LAST.skeleton = sk
+    return sk(*program.leaves, *program.consts)
+
+
+def reduce(name: str, x: Container, axis, dtype):
+    """``np.<name>(x, axis=axis, dtype=dtype)`` on the device (see the module docstring)."""
+    ax = _axis(x, axis)
+    where = f"{expression.user_line()} ({name})"
+    if name in ("min", "max", "argmin", "argmax"):
+        empty = x.size == 0 if ax is None else x.shape[ax] == 0
+        if empty:
+            raise ValueError(f"{where}: zero-size array to reduction operation "
+                             f"{'minimum' if 'min' in name else 'maximum'} which has no "
+                             "identity" if name in ("min", "max") else
+                             f"{where}: attempt to get {name} of an empty sequence")
+    if name in ("sum", "prod", "min", "max"):
+        return fold(name, x, ax, dtype)
+    if name == "mean":
+        acc = dtype
+        if acc is None:
+            acc = np.float64 if x.dtype.kind in "biu" else x.dtype
+        count = x.size if ax is None else x.shape[ax]
+        total = fold("sum", x, ax, acc)
+        if ax is None:
+            with np.errstate(all="ignore"):
+                return np.dtype(acc).type(total / count)
+        return total / count
+    return _arg(name, x, ax)
+
+
+def _arg(name: str, x: Container, ax: int | None):
+    extreme = fold("min" if name == "argmin" else "max", x, ax)
+    data = x if not x.is_pending else expression.copy_of(x)
+    data.storage.resolve()
+    big = _NOT_FOUND
+    if ax is None:
+        if data.ndim == 2:
+            data = data.reshape(-1)
+        sk = _skeleton(("arg", None), lambda: MapReduce(_first_flat, _first_min, big,
+                                                        dtype=np.int64, inputs=2))
+        fusion.LAST.skeleton = sk
+        pos = sk(data, IndexVector(x.size), x.dtype.type(extreme), big)
+        return np.int64(pos)
+    shape = x.shape
+    m_b = (extreme.reshape(-1, 1) if ax == 1 else extreme.reshape(1, -1)).broadcast_to(shape)
+    fn = _first_in_row if ax == 1 else _first_in_col
+    sk = _skeleton(("arg", ax), lambda: MapReduce(fn, _first_min, big, axis=ax,
+                                                  dtype=np.int64, inputs=3))
+    fusion.LAST.skeleton = sk
+    out = sk(data, IndexMatrix(shape), m_b, big)
+    return out if isinstance(out, Container) else Vector(out)
