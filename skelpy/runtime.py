@@ -34,8 +34,8 @@ from .device_groups import Group, is_group_spec, open_group, select_group
 from .errors import BuildError, DeviceError, LaunchError, RefusedParameters, ShapeError
 from .programs import ProgramCache
 
-# Launch failures that mean "these launch parameters are not acceptable here" (seed 002 calls
-# them refused parameters): retrying with other parameters can succeed.
+# Launch failures that mean "these launch parameters are not acceptable here" ([Cummins 2018]
+# §5.4.1 calls them refused parameters): retrying with other parameters can succeed.
 REFUSAL_CODES = frozenset({
     cl.status_code.INVALID_WORK_GROUP_SIZE,
     cl.status_code.INVALID_WORK_ITEM_SIZE,
@@ -127,7 +127,7 @@ class Device:
 
     @cached_property
     def features(self) -> dict[str, float]:
-        """Device queries used as model features (seed 002 Table 5.1, adapted)."""
+        """Device queries used as model features ([Cummins 2018] Table 5.1, adapted)."""
         d = self.cl_device
 
         def q(attr, default=0):

@@ -39,7 +39,7 @@ def test_border_modes_every_size(mode, shape, rng):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_seed_002_asymmetric_shape(mode, rng):
-    """north=1, south=10, east=30, west=30 (seed 002 Table 6.3): reach beyond the matrix on
+    """north=1, south=10, east=30, west=30 ([Cummins 2018] Table 6.3): reach beyond the matrix on
     small sizes, far beyond the tile on every size."""
     s = sk.Shape(north=1, south=10, east=30, west=30)
     w = weights_for(s, rng, np.float32, density=0.02).astype(np.float32)

@@ -3,7 +3,7 @@
 Both are the same kernel (``kernels/elementwise.cl``) over one or two inputs; the inputs may
 be Vectors, Matrices, ndarrays or index spaces, and extra arguments follow them. Tunable
 launch parameters: work-group size ``wg``, coarsening ``coarsen`` with ``blocked`` stride
-(interleaved keeps loads coalesced, seed 000), and load/store vector width ``vw``.
+(interleaved keeps loads coalesced, [Magni 2015] §4.3.2), and load/store vector width ``vw``.
 """
 
 from __future__ import annotations
