@@ -75,7 +75,8 @@ class Container:
         built = None if hook is None else hook.init(type(self), data, dtype, shape,
                                                     distribution)
         if built is not None:
-            self._shape, self._dtype, self._storage = built._shape, built._dtype, built._storage
+            for name in ("_shape", "_dtype", "_storage", "_layout"):
+                setattr(self, name, getattr(built, name))
             return
         self._init_data(data, dtype, shape)
         if dist is not None:
