@@ -654,8 +654,16 @@ def use(device=None) -> Device | list[Device]:
     chooses a device group: skeletons then run on all of them (returns the list; a group of
     one device is that device). ``"auto"``: each call runs on the device with the lowest
     predicted time for it (``skelpy.costmodel``), among all devices or, with
-    ``"auto:gpu,cpu"``, among those named; returns the first candidate."""
+    ``"auto:gpu,cpu"``, among those named; returns the first candidate. ``"mpi"``
+    (``"mpi:gpu"``, ``"mpi:cpu"``), in a program started by ``mpiexec``: one device per rank,
+    the ranks a group (:mod:`skelpy.mpi`)."""
     global _current, _auto, _auto_list
+    if isinstance(device, str) and device.strip().lower().partition(":")[0] == "mpi":
+        from . import mpi  # imports mpi4py: only when asked for
+        rt = mpi.open_group(device, devices(), Runtime)
+        with _current_lock:
+            _auto, _current = False, rt
+        return list(rt.group.devices)
     if isinstance(device, str) and device.strip().lower().split(":", 1)[0] == "auto":
         found = devices()
         named = [_select(x.strip(), found) for x in device.partition(":")[2].split(",")

@@ -50,10 +50,20 @@ class Container(ArraySurface):
     # skelpy.distribution installs here the function that spreads a container over a device
     # group (``distributed(container, group, dist)``); containers do not import it
     distributor = None
+    # skelpy.mpi installs here what builds containers under MPI (``sk.use("mpi")``), where
+    # construction is collective: shapes agreed, data scattered from the rank that has it
+    collective = None
 
     def __init__(self, data: Any = None, dtype=None, *, shape: tuple[int, ...] | None = None,
                  distribution: str | Distribution | None = None):
         dist = as_distribution(distribution)
+        hook = Container.collective
+        built = None if hook is None else hook.init(type(self), data, dtype, shape,
+                                                    distribution)
+        if built is not None:
+            for name in ("_shape", "_dtype", "_storage", "_layout"):
+                setattr(self, name, getattr(built, name))
+            return
         self._init_data(data, dtype, shape)
         if dist is not None:
             self._storage.distribution = dist
@@ -374,6 +384,24 @@ class Container(ArraySurface):
                 s.parts = None
             s.distribution = dist
         return self
+
+    @classmethod
+    def from_local(cls, part, dtype=None, *, distribution: str | Distribution | None = None):
+        """Under MPI (``sk.use("mpi")``, collective): the container whose rows are every
+        rank's ``part`` in rank order, built without any rank holding the whole. In one
+        process, which holds all rows, the same as ``cls(part)``."""
+        hook = Container.collective
+        if hook is not None and hook.active():
+            return hook.from_local(cls, part, dtype, distribution)
+        return cls(part, dtype, distribution=distribution)
+
+    def local_numpy(self) -> np.ndarray:
+        """Under MPI: this rank's rows (of its block) as a read-only array, without a
+        gather. In one process, which holds all rows: ``to_numpy()``."""
+        hook = Container.collective
+        if hook is not None and hook.active():
+            return hook.local_numpy(self)
+        return self.to_numpy()
 
     @classmethod
     def from_parts(cls, parts):

@@ -3,14 +3,32 @@ parts, extra arguments on every device, and one Launch record for a call on seve
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from .. import runtime as _rt
 from ..containers import Container, IndexMatrix, IndexVector
 from ..containers.distributions import BLOCK, COPY
+from .exchange import exchange_of
 from .parts import Part, Parts, distributed
 
-__all__ = ["group_launch", "block_inputs", "copied_extras", "input_view"]
+__all__ = ["group_launch", "block_inputs", "copied_extras", "input_view", "collective",
+           "here"]
+
+
+def collective(run):
+    """A skeleton's run on a group as one call of the group's exchange (``Exchange.call``:
+    under MPI a failure on one rank raises on all)."""
+    @functools.wraps(run)
+    def wrapped(*args, **kwargs):
+        with exchange_of(_rt.current().group).call():
+            return run(*args, **kwargs)
+    return wrapped
+
+
+def here(part: Part) -> bool:
+    """Whether this process drives the part's device (under MPI a process drives one)."""
+    return part.rt is not None
 
 
 def group_launch(kind: str, launches: Sequence[_rt.Launch]) -> _rt.Launch:

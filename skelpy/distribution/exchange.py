@@ -26,6 +26,7 @@ drives (``local``), so that the skeletons do not change.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,17 @@ class Exchange:
     def finish(self) -> None:
         """Wait for everything this exchange started."""
         raise NotImplementedError
+
+    # Several processes (MPI) must take the same decisions and fail together; in one process
+    # these are trivial.
+    def agree(self, value):
+        """The value every process uses: the first rank's (a tuner's choice, say)."""
+        return value
+
+    def call(self):
+        """A context around one skeleton call on the group: under MPI a failure inside it on
+        one rank raises on every rank (with the same message) instead of a hang."""
+        return nullcontext()
 
 
 class _Pinned:

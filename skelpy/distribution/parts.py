@@ -147,7 +147,7 @@ def allocate(group, dist: Distribution, shape: tuple[int, ...], dtype: np.dtype,
     for rank, (rt, (lo, hi, north, south)) in enumerate(zip(group.runtimes, ranges,
                                                             strict=True)):
         held = hi - lo + north + south
-        buf = rt.allocate(held * row_bytes) if held else None
+        buf = rt.allocate(held * row_bytes) if held and rt is not None else None
         parts.append(Part(rank, rt, lo, hi, north, south, buf))
     return Parts(group, dist, shape, dtype, parts)
 

@@ -17,13 +17,14 @@ from .. import runtime as _rt
 from ..containers import Vector
 from ..containers.distributions import BLOCK, SINGLE
 from ..dtypes import storage_dtype
-from .common import block_inputs, copied_extras, group_launch, input_view
+from .common import block_inputs, collective, copied_extras, group_launch, input_view
 from .exchange import Move, Span, exchange_of
 from .parts import Part, Parts
 
 __all__ = ["run"]
 
 
+@collective
 def run(skel, inputs, extras, params):
     """``skel`` (a Reduce or MapReduce) over ``inputs`` on the device group in use."""
     group = _rt.current().group
@@ -35,14 +36,15 @@ def run(skel, inputs, extras, params):
     ranges = BLOCK.ranges(shape[0], group.size)
     results, launches = {}, []
     for rank, (rt, (lo, hi)) in enumerate(zip(group.runtimes, ranges, strict=True)):
-        if hi > lo:
+        if hi > lo and rt is not None:      # (None: a device of another process)
             part = Part(rank, rt, lo, hi)
             views = [input_view(v, p, part) for v, p in zip(inputs, in_parts, strict=True)]
             results[rank] = skel.reduce_on(rt, views, extra_args[rank], params)
             launches.append(skel.last_launch)
     skel.last_launch = group_launch(skel.kind, launches)
-    if not results:                          # an empty input: as on one device
-        res = skel.reduce_on(group.runtimes[0], inputs, extras, params)
+    holders = [r for r, (lo, hi) in enumerate(ranges) if hi > lo]
+    if not holders:                          # an empty input: as on one device
+        res = skel.reduce_on(_rt.current(), inputs, extras, params)
         return res if axis is not None else res[0]
     if axis == 1:
         parts = [Part(r, rt, lo, hi, buffer=results[r].device_buffer(rt) if r in results
@@ -58,12 +60,14 @@ def run(skel, inputs, extras, params):
         return _scalar(host, acc)
     # axis 0: the partial rows meet on the first device with one, in rank order
     cols = shape[1]
-    root = min(values)
-    rt0 = group.runtimes[root]
-    rows = rt0.allocate(len(values) * cols * st.itemsize)
-    ex.move([Move(values[r], Span(root, rows, k * cols * st.itemsize), cols * st.itemsize)
-             for k, r in enumerate(sorted(values))])
-    out = skel.fold_on(rt0, rows, len(values), acc, axis=0, cols=cols)
+    root = holders[0]
+    rt0 = group.runtimes[root]              # None where another process drives it (MPI)
+    rows = rt0.allocate(len(holders) * cols * st.itemsize) if rt0 is not None else None
+    ex.move([Move(values.get(r, Span(r, None)), Span(root, rows, k * cols * st.itemsize),
+                  cols * st.itemsize) for k, r in enumerate(holders)])
+    out = None
+    if rt0 is not None:
+        out = skel.fold_on(rt0, rows, len(holders), acc, axis=0, cols=cols)
     parts = [Part(r, rt, *((0, cols) if r == root else (cols, cols)),
                   buffer=out if r == root else None)
              for r, rt in enumerate(group.runtimes)]

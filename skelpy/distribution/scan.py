@@ -14,25 +14,26 @@ from __future__ import annotations
 from .. import runtime as _rt
 from ..containers.distributions import BLOCK
 from ..dtypes import storage_dtype
-from .common import group_launch
+from .common import collective, group_launch, here
 from .exchange import Span, exchange_of
 from .parts import Part, Parts, distributed
 
 __all__ = ["run"]
 
 
+@collective
 def run(skel, c, params):
     """``skel(c)`` (a Scan) on the device group in use."""
     group = _rt.current().group
     acc = skel.accumulator(c)
     if c.size == 0:
-        return skel.scan_on(group.runtimes[0], c, params)
+        return skel.scan_on(_rt.current(), c, params)
     with skel._naming_errors():
         parts = distributed(c, group, BLOCK)
     item = storage_dtype(acc).itemsize
     views, totals = {}, {}
     for p in parts.parts:
-        if p.rows:
+        if p.rows and here(p):
             views[p.rank] = parts.local_view(p)
             total = skel.total_on(p.rt, views[p.rank])
             totals[p.rank] = Span(p.rank, total.device_buffer(p.rt))
@@ -41,7 +42,7 @@ def run(skel, c, params):
     out, launches = [], []
     for p in parts.parts:
         part = Part(p.rank, p.rt, p.lo, p.hi)
-        if p.rows:
+        if p.rows and here(p):
             carry = carries[p.rank]
             res = skel.scan_on(p.rt, views[p.rank], params,
                                carry=(carry.buffer, carry.offset // item))

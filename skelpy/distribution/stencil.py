@@ -36,7 +36,7 @@ from ..skeletons.arguments import ScalarArg, scalar_value
 from ..skeletons.stencil_launch import geometry, local_memory
 from ..skeletons.stencil_plan import MatrixExtra, tile_bytes
 from ..tuner.space import Param, ParamSpace
-from .common import group_launch
+from .common import collective, group_launch
 from .exchange import Move, exchange_of
 from .parts import Parts, allocate, distributed
 from .stencil_rows import RowPlan
@@ -49,6 +49,7 @@ TEMPORAL_NAMES = ("t", "tb_wc", "tb_wr", "tb_rows", "tb_cc", "tb_ring", "tb_unro
 WINDOW = ("-DSKP_ROW_WINDOW=1",)
 
 
+@collective
 def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix:
     """``skel(src, *extras, iterations=...)`` (a Stencil) on the device group in use."""
     group = _rt.current().group
@@ -62,7 +63,7 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
     rows, cols = src.shape
     if rows * cols == 0:
         skel.last_launch = _rt.Launch(skel.kind, {}, (0, 0), None, source="empty")
-        return empty_like_shape(src.shape, bound.out_dtype, group.runtimes[0])
+        return empty_like_shape(src.shape, bound.out_dtype, _rt.current())
     job = _Job(skel, bound, group, src, iterations, forced or None)
     job.overlap = bool(wanted.get("overlap", True))
     if iterations > 1 or passes:
@@ -72,6 +73,7 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
     return Matrix.from_parts(job.decide_and_run(wanted.get("k")))
 
 
+@collective
 def run_sequence(seq, src: Matrix, extras, iterations: int, stage_params) -> Matrix:
     """A StencilSequence on the device group in use: stage after stage, each on the parts the
     previous one left (a halo exchange per stage)."""
@@ -159,11 +161,15 @@ class _Job:
 
         req = tuner.TuningRequest(
             skeleton="stencil_group", kernel_key=self.plan.kernel_key + "/group",
-            device=self.group.devices[0], space=space,
+            device=_rt.current().device, space=space,
             dataset={"rows": float(self.rows), "cols": float(self.cols),
                      "iterations": float(self.iterations), "devices": float(self.group.size),
                      "dtype_size": float(self.plan.in_dtype.itemsize)},
             features=self.plan.features, run=run, origin=self.skel.origin)
+        if len(self.ex.local) < self.group.size:
+            # ranks in other processes (MPI): every rank takes the first rank's decision
+            point, _source = tuner.choose_params(req)
+            return self.run(int(self.ex.agree(int(point["k"]))))
         return tuner.execute(req).result
 
     def _rows(self, k: int) -> RowPlan:
@@ -277,6 +283,8 @@ class _Job:
         rb = parts.row_bytes
         for r in rp.active:
             p = parts.parts[r]
+            if p.rt is None:                  # a device of another process (MPI)
+                continue
             for first, count in rp.constant_rows(r):
                 cl.enqueue_fill_buffer(p.rt.queue, p.buffer, pattern,
                                        p.offset(first, rb), count * rb)
@@ -309,9 +317,9 @@ class _Job:
 
     def _launch(self, rank: int, cur: Parts, dst: Parts, a: int, b: int):
         """The window kernel on device ``rank`` over rows [a, b) (matrix rows)."""
-        if b <= a:
-            return None
         rt = self.group.runtimes[rank]
+        if b <= a or rt is None:              # (None: a device of another process)
+            return None
         part = cur.parts[rank]
         first = part.first
         plan, skel = self.plan, self.skel
@@ -373,9 +381,9 @@ class _Temporal:
         points = {}
         for r in range(job.group.size):
             lo, hi = job.ranges[r]
-            if hi <= lo:
-                continue
             rt = job.group.runtimes[r]
+            if hi <= lo or rt is None:        # (None: a device of another process)
+                continue
             space = tplan.space(rt)
             req = tuner.TuningRequest(
                 skeleton="stencil", kernel_key=tplan.kernel_key, device=rt.device,
@@ -392,7 +400,12 @@ class _Temporal:
                 first = next(iter(points.values()))
                 point = space.normalise({"t": first["t"]}, base=point)
             points[r] = dict(point)
-        t = int(next(iter(points.values()))["t"])
+        first = next(iter(points.values()), None)
+        t = int(job.ex.agree(int(first["t"]) if first is not None else 1))
+        for r, point in points.items():       # (MPI: the first rank's t on every rank)
+            if int(point["t"]) != t:
+                points[r] = dict(tplan.space(job.group.runtimes[r]).normalise({"t": t},
+                                                                               base=point))
         if t == 1:
             return None
         if forced_k is not None and forced_k != t:
@@ -497,6 +510,8 @@ class _Temporal:
         """A pass of kk steps on device ``rank`` outputting rows [a, b) (matrix rows)."""
         job = self.job
         rt = job.group.runtimes[rank]
+        if rt is None:                        # a device of another process (MPI)
+            return None
         part = cur.parts[rank]
         ra, rb = self.region(rank)
         point = dict(self.points[rank], t=kk)
