@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from . import files
+from . import decisions, files
 
 MAX_RECORDS = 4000           # per device, oldest dropped first
 RECENT = 64                  # records the error and the correction look at
@@ -106,8 +106,12 @@ class History:
         self.records.append(rec)
         self._version += 1
         if rec.kernel_measured > 0:
-            slot = self._times.setdefault(rec.kernel, {}).setdefault(_bucket(rec.n),
-                                                                     [rec.n, []])
+            sizes = self._times.setdefault(rec.kernel, {})
+            slot = sizes.get(_bucket(rec.n))
+            if slot is None:
+                # the first measured time of a kernel at a size: predictions of it change
+                slot = sizes[_bucket(rec.n)] = [rec.n, []]
+                decisions.changed()
             slot[0] = rec.n
             slot[1].append(rec.kernel_measured)
             del slot[1][:-PER_SIZE]
@@ -251,6 +255,7 @@ def forget() -> None:
     """Drop the in-memory histories (tests; a changed cache folder)."""
     with _lock:
         _histories.clear()
+    decisions.changed()
 
 
 atexit.register(save_all)
