@@ -16,6 +16,7 @@ of the same skeleton, if it was read on the host by the time of the next call, s
 from __future__ import annotations
 
 import atexit
+import functools
 import threading
 import time
 import weakref
@@ -64,19 +65,32 @@ def forget() -> None:
     _results.clear()
 
 
+class _LastResult:
+    """A skeleton's latest result, to learn whether the caller reads results on the host:
+    while it lives, its residence says; when it dies, its probe (dropped then) said. (The
+    weak reference's callback holds ``state``, not this object: no reference cycle.)"""
+
+    __slots__ = ("ref", "state")
+
+    def __init__(self, result: Any, guess: bool):
+        state = self.state = [guess, result.host_read_probe()]
+        self.ref = weakref.ref(result, functools.partial(_result_gone, state))
+
+    def read(self) -> bool:
+        res = self.ref()
+        return self.state[0] if res is None else res.residence[0]
+
+
+def _result_gone(state: list, _ref) -> None:
+    probe, state[1] = state[1], None
+    if probe is not None:
+        state[0] = probe()
+
+
 def reads_result_guess(skeleton: Any) -> bool:
     """Whether the previous result of ``skeleton`` was read on the host (False at first)."""
     got = _results.get(skeleton)
-    if got is None:
-        return False
-    ref, guess = got
-    res = ref()
-    if res is not None:
-        now = res.residence[0]
-        if now != guess:
-            _results[skeleton] = (ref, now)
-        return now
-    return guess
+    return False if got is None else got.read()
 
 
 def unique(containers) -> list:
@@ -220,9 +234,8 @@ def launched(skeleton: Any, choice: DeviceChoice, events, result: Any = None) ->
     decision is measured, for the history), and its result to learn whether results of
     this skeleton are read on the host."""
     choice.events = events if type(events) is list else list(events)
-    if result is not None and hasattr(result, "residence"):
-        prev = _results.get(skeleton)
-        _results[skeleton] = (weakref.ref(result), prev[1] if prev else False)
+    if result is not None and hasattr(result, "host_read_probe"):
+        _results[skeleton] = _LastResult(result, reads_result_guess(skeleton))
     if not choice.sampled:
         return
     with _lock:

@@ -190,10 +190,9 @@ class Skeleton:
             return rt, None
         if not _rt.auto():
             return _rt.current(), None
-        from ..costmodel import auto
-
-        choice = auto.place_call(self, plan, dataset, inputs, extras, out_bytes=out_bytes,
-                                 reads_result=reads_result, iterations=iterations)
+        choice = _costmodel_auto().place_call(self, plan, dataset, inputs, extras,
+                                              out_bytes=out_bytes, reads_result=reads_result,
+                                              iterations=iterations)
         return choice.runtime, choice
 
     def _chosen(self, choice, result=None) -> None:
@@ -202,10 +201,8 @@ class Skeleton:
         launch = self.last_launch
         if choice is None or launch is None:
             return
-        from ..costmodel import auto
-
         launch.choice = choice
-        auto.launched(self, choice, launch.events, result)
+        _costmodel_auto().launched(self, choice, launch.events, result)
 
     def _auto_repeat(self, rt: _rt.Runtime, stem, containers):
         """For a repeat-call launcher made for ``rt`` in auto mode (``stem``: the cost
