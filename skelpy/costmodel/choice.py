@@ -302,7 +302,8 @@ class DeviceChoice:
 
     def __repr__(self) -> str:
         preds = ", ".join(f"{k}: {v.total * 1e3:.3f} ms" for k, v in self.predictions.items())
-        text = f"DeviceChoice({self.label!r}; {self.reason}; predicted {preds}"
+        again = " (a remembered decision)" if self.reused else ""
+        text = f"DeviceChoice({self.label!r}; {self.reason}{again}; predicted {preds}"
         if self.events and self.done():
             p = self.predicted
             text += (f"; kernel+uploads predicted {(p.kernel + p.upload) * 1e3:.3f} ms, "

@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-REVISIT = 4096              # uses of a remembered decision before it is made again
+REVISIT = 1024              # uses of a remembered decision before it is made again
 SAMPLE_FIRST = 4            # the first uses of a decision are all measured
 SAMPLE_EVERY = 32           # then one use in this many
 NOISE = 1.25                # repeats of one call vary this much on a busy machine
