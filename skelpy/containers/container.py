@@ -463,6 +463,14 @@ class Container(ArraySurface):
         s = self._storage
         return s.host is not None, (s.runtime if s.device_valid else None)
 
+    def host_read_probe(self):
+        """A function telling whether this container's data is valid on the host, that
+        works after the container is gone (the cost model learns whether a caller read a
+        result it dropped at once, as in ``f(a).to_numpy()``). It holds the data: drop it
+        with the container."""
+        s = self._storage
+        return lambda: s.host is not None
+
     def mark_device_written(self) -> None:
         """A kernel wrote the device buffer: the host copy is now stale."""
         self._storage.device_written()

@@ -221,15 +221,17 @@ class _Elementwise(Skeleton):
             checks.raise_if_failed(self.origin)
         self._chosen(choice, out)
         if forced is None and out_dtype is None and outcome.ticket is not None \
-                and choice is None and checks is None and rt.group is None:
+                and checks is None and rt.group is None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
-                                         launched["g"], launched["l"])
+                                         launched["g"], launched["l"],
+                                         choice.stem if choice is not None else None)
         return out
 
     def _make_fast(self, args, plan: ElementwisePlan, rt, shape, out_shape, n_arg, outcome,
-                   gsize, lsize):
-        """A launcher for repeats of this call: same runtime, same argument types, dtypes
-        and shapes, and a tuner decision that is still settled (``tuner.ticket_valid``).
+                   gsize, lsize, stem=None):
+        """A launcher for repeats of this call: same runtime (in auto mode: the cost
+        model's remembered choice for the call is still that runtime), same argument types,
+        dtypes and shapes, and a tuner decision that is still settled (``tuner.ticket_valid``).
 
         It skips classification, plan and tuner look-ups and the Launch record (built on
         demand by ``last_launch``), which is most of a tiny call's overhead. Anything
@@ -265,8 +267,14 @@ class _Elementwise(Skeleton):
         ticket_valid = tuner.ticket_valid
 
         def fast(call_args):
-            if len(call_args) != nargs or _rt.fixed() is not rt or not ticket_valid(ticket):
+            if len(call_args) != nargs or not ticket_valid(ticket):
                 return None
+            choice = None
+            if _rt.fixed() is not rt:
+                choice = self._auto_repeat(
+                    rt, stem, [a for a in call_args if isinstance(a, Container)])
+                if choice is None:
+                    return None
             argv = [None, n_arg]
             try:
                 for k in range(nargs):
@@ -301,7 +309,8 @@ class _Elementwise(Skeleton):
                 return None
             argv[0] = buf = rt.allocate(nbytes)
             out = out_cls.from_device(buf, out_shape, odt, rt)
-            return out if self._relaunch(rt, kernel, gsize, lsize, argv, point) else None
+            return out if self._relaunch(rt, kernel, gsize, lsize, argv, point, choice,
+                                         out) else None
 
         return fast
 

@@ -148,9 +148,10 @@ class Stencil(Skeleton):
         cur, launches = self._single_steps(bound, src, extras, iterations, forced, out_dtype, rt)
         self.last_launch = merge_launches(self.kind, launches)
         self._chosen(choice, cur)
-        if iterations == 1 and forced is None and out_dtype is None and choice is None \
+        if iterations == 1 and forced is None and out_dtype is None \
                 and not bound.plan.checked:
-            self._fast = repeat_launcher(self, bound, m, extras, rt)
+            self._fast = repeat_launcher(self, bound, m, extras, rt,
+                                         choice.stem if choice is not None else None)
         return cur
 
     def _single_steps(self, bound, src, extras, iterations, forced, out_dtype, rt):
