@@ -388,8 +388,11 @@ void skelpy_stencil_stream(__global SKP_ST* restrict out,
 #pragma unroll
                 for (int r = 0; r < SKP_TB_MR(k); ++r) {
                     const int row = jr - SKP_TB_N(k) + r;
+                    /* (clamped: for a row jr itself above the matrix, whose value no
+                     * in-matrix cell reads, the named row may not be in the ring) */
                     const int age = (top && row < 0)
-                        ? a - skp_tb_remap(row, rows, SKP_TB_MODE(k))
+                        ? clamp(a - skp_tb_remap(row, rows, SKP_TB_MODE(k)), 0,
+                                SKP_TB_HR(k) - 1)
                         : SKP_TB_HS(k) + SKP_TB_N(k) - r;
                     __local const SKP_ST* const src = SKP_TB_RROW(l, SKP_TB_BACK(slot, age, k));
 #if SKP_TB_V > 1

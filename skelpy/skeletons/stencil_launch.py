@@ -65,6 +65,22 @@ class BoundStencil:
                      np.int32(cols)]
             extra = self.extra_args(rt)
         info: dict = {}
+        sh = plan.shape
+        reach_far = max(sh.north, sh.south) >= rows or max(sh.east, sh.west) >= cols
+
+        def far(point, lsize) -> tuple[str, ...]:
+            """SKP_FAR where a coordinate may fold more than once: a reach beyond the matrix,
+            or an edge group's staged tile (tile plus halo, from a group start inside the
+            matrix) reaching a second period."""
+            if not reach_far and not int(point["local"]):
+                return ()
+            if not reach_far and lsize is not None:
+                vec = int(point.get("vec", 1))
+                tile_c = lsize[0] * (vec if vec > 1 else int(point["cc"]))
+                tile_r = lsize[1] * int(point["cr"])
+                if tile_c + sh.east < cols and tile_r + sh.south < rows:
+                    return ()
+            return ("-DSKP_FAR=1",)
 
         def run(point):
             gsize, lsize = geometry(point, rows, cols)
@@ -72,7 +88,8 @@ class BoundStencil:
             if int(point["local"]):
                 args.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
             args.extend(extra)
-            kernel = plan.kernel(rt, point)
+            opts = far(point, lsize)
+            kernel = plan.kernel(rt, point, extra=opts) if opts else plan.kernel(rt, point)
             info["g"], info["l"], info["args"], info["kernel"] = gsize, lsize, args, kernel
             ev = rt.launch(kernel, gsize, lsize, args, params=point, skeleton=skel.kind,
                            origin=skel.origin)

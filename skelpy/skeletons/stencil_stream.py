@@ -14,8 +14,8 @@ stage's border rule applied to the level it reads.
 
 :class:`StreamPlan` is built from a cycle of :class:`Stage` s (muscle, reach, border, constant)
 over one dtype and one list of extra arguments, and holds the kernel source;
-:meth:`StreamPlan.tile_params` gives the tuner parameters of a pass, :meth:`StreamPlan.run` does a number of
-stage applications in passes, the last pass taking the remainder.
+:meth:`StreamPlan.tile_params` gives the tuner parameters of a pass, :meth:`StreamPlan.run`
+does a number of stage applications in passes, the last pass taking the remainder.
 
 Launch parameters: ``t`` (stages per pass), ``tb_wc`` (work-items per stream along columns),
 ``tb_vec`` (columns per work-item, loaded and stored as one vector), ``tb_rows`` (rows per
