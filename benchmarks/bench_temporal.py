@@ -96,7 +96,7 @@ QUICK_STAGES = [("t", (2, 4, 8)), ("tb_vec", (1, 2, 4, 8)), ("tb_wc", (64, 128, 
                 ("tb_ring", (0, 1)), ("t", (2, 4, 6, 8))]
 FULL_GRID = {"t": (2, 4, 8), "tb_vec": (1, 2, 4), "tb_wc": (64, 128, 256),
              "tb_rows": (128, 256), "tb_ring": (0, 1)}
-CPU_STAGES = [("t", (2, 4)), ("tb_wc", (16, 64)), ("tb_ring", (0, 1))]
+CPU_STAGES = [("t", (2, 3, 4)), ("tb_wc", (16, 64)), ("tb_ring", (0, 1))]
 BORDERS = ("nearest", "constant", "wrap", "reflect", "mirror")
 
 
