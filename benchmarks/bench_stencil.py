@@ -1,4 +1,4 @@
-"""Stencil benchmarks (seed 002's set): skelpy against hand-written OpenCL, scipy.ndimage on the
+"""Stencil benchmarks ([Cummins 2018]'s set, ch. 6.1): skelpy against hand-written OpenCL, scipy.ndimage on the
 CPU and cupyx.scipy.ndimage on the GPU (when CuPy is importable).
 
     python benchmarks/bench_stencil.py [--quick] [--sizes 512,1024,2048,4096] [--sweep]

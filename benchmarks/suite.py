@@ -13,7 +13,7 @@ one part's device state cannot colour the next one's timings):
                           matmul when CuPy is importable (a CUDA GPU)
     tuning                every benchmark with tuning off (defaults), model, online and a
                           sampled exhaustive sweep: tuned vs default
-    tuner_eval            seed 002's tuner evaluation (opt-in: --only tuner_eval)
+    tuner_eval            [Cummins 2018]'s tuner evaluation (ch. 7) (opt-in: --only tuner_eval)
     temporal              iterated stencils in passes of t steps vs single steps, GCell-steps/s
                           beside the copy bound (opt-in: --only temporal; bench_temporal.py)
     fusion                array expressions fused into one kernel vs hand-written, MapReduce

@@ -426,8 +426,9 @@ def predict_for(gm: tmodel.GroupModel, sd: tmodel.ScenarioData, approach: str,
     space = _space_of(sd)
     pts = space.points()
     cand = tmodel.CandidateSet(pts, space.names, {p.name: p.numeric for p in space.params})
+    dflt = cand.index_of(sd.space["default"]) if sd.default_key in sd.times else None
     pick = tmodel.choose(gm, sd.features, cand, set(), approach=approach, coarsen=coarsen,
-                         **choose_kw)
+                         default=dflt, **choose_kw)
     if pick is None:
         # the tuner's own fallback: the default (never the held-out scenario's measured best)
         return sd.default_key if sd.default_key in sd.times else \
@@ -885,7 +886,7 @@ def sweep_phase(args, out: Path) -> tuple[dict, list[dict]]:
         budget.min_reps = budget.max_reps = args.reps
     if args.prune:
         budget.prune_factor = args.prune
-    tuner.SWEEP_BUDGET = budget
+    tuner.settings.sweep_budget = budget          # the sweeps of exhaustive mode use it
     todo, notes = cases(args.quick, sizes,
                         set(args.kinds.split(",")) if args.kinds else None, args.synthetic)
     if args.only:
@@ -1126,7 +1127,53 @@ def main(argv=None) -> int:
                     help="sweep and save (sweeps + store JSON), analyse elsewhere")
     ap.add_argument("--analyse", metavar="SWEEPS_JSON", default=None,
                     help="analyse saved sweeps (…_sweeps.json beside its …_store.json)")
+    ap.add_argument("--lodo", nargs="*", metavar="DATA_NPZ", default=None,
+                    help="leave-one-device-out evaluation of the cross-device model over the "
+                    "shipped training data plus these files (benchmarks/tuner_transfer.py)")
+    ap.add_argument("--leave-kernels-out", action="store_true",
+                    help="--lodo: also leave every device's scenarios of the held-out "
+                    "scenario's kernel out of training")
+    ap.add_argument("--new-device", action="store_true",
+                    help="issue 18's acceptance run: fresh store, `skelpy tune` with its "
+                    "default budget (or --minutes), then held-out kernels against their "
+                    "oracle; writes tuner_newdevice_<device>.json and data-<device>.npz")
+    ap.add_argument("--data", nargs="*", default=None, metavar="DATA_NPZ",
+                    help="--new-device: training-data files beside the shipped ones")
+    ap.add_argument("--unseen", action="store_true",
+                    help="--new-device: leave out every training-data set of a device with "
+                    "this device's name (the shipped H200 data on an H200): a device never "
+                    "measured; the output files get the tag 'unseen'")
+    ap.add_argument("--confirm-top-new", type=int, default=4, dest="confirm_top_new")
+    ap.add_argument("--collect", action="store_true",
+                    help="sweep this device's evaluation kernels on a sample within --minutes "
+                    "(default 3 on a GPU, 30 on a CPU) and write data-<device>.npz, its "
+                    "training data to ship")
     args = ap.parse_args(argv)
+    if args.new_device and not os.environ.get("SKELPY_FRESH_MACHINE"):
+        # a new machine has compiled nothing: run again with the OpenCL compilers' on-disk
+        # caches off (pyopencl's binaries, PoCL's kernels, NVIDIA's compute cache), set
+        # before any OpenCL platform loads
+        env = dict(os.environ, SKELPY_FRESH_MACHINE="1", PYOPENCL_NO_CACHE="1",
+                   POCL_KERNEL_CACHE="0", CUDA_CACHE_DISABLE="1")
+        import subprocess
+
+        return subprocess.call([sys.executable, "-m", "benchmarks.tuner_eval",
+                                *(sys.argv[1:] if argv is None else argv)], env=env,
+                               cwd=Path(__file__).resolve().parent.parent)
+    if args.collect:
+        from benchmarks import tuner_transfer
+
+        return tuner_transfer.main_collect(args)
+    if args.new_device:
+        from benchmarks import tuner_transfer
+
+        args.confirm_top = args.confirm_top_new
+        args.confirm_rounds = min(args.confirm_rounds, 9)
+        return tuner_transfer.main_new_device(args)
+    if args.lodo is not None:
+        from benchmarks import tuner_transfer
+
+        return tuner_transfer.main_lodo(args.lodo, Path(args.out), args.leave_kernels_out)
     if args.device:
         sk.use(args.device)
     is_cpu = not sk.current_device().features.get("dev_is_gpu", 1.0)

@@ -7,10 +7,14 @@ launches the OpenCL kernel. See the README for a tour.
 
 from __future__ import annotations
 
-from .array import HostFallbackWarning, evaluate, where
+from .array import HostFallbackWarning, evaluate, lazy, where
 from .containers import IndexMatrix, IndexVector, Matrix, Vector
+from .debug import debug
 from .errors import (
+    BoundsError,
     BuildError,
+    BuildWarning,
+    CallError,
     DeviceError,
     DTypeError,
     LaunchError,
@@ -40,8 +44,9 @@ __all__ = [
     "Vector", "Matrix", "IndexVector", "IndexMatrix",
     "Map", "Zip", "Reduce", "MapReduce", "Scan", "AllPairs",
     "Stencil", "StencilSequence", "Shape",
-    "devices", "use", "current_device", "Device", "tuning",
+    "devices", "use", "current_device", "Device", "tuning", "debug",
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
-    "DTypeError", "DeviceError", "ParameterError", "RefusedParameters",
-    "evaluate", "where", "HostFallbackWarning",
+    "DTypeError", "DeviceError", "ParameterError", "RefusedParameters", "CallError",
+    "BoundsError", "BuildWarning",
+    "evaluate", "lazy", "where", "HostFallbackWarning",
 ]

@@ -1,8 +1,14 @@
 """The ``skelpy`` command: devices, tuning, and the tuning cache.
 
     skelpy devices                         list OpenCL devices; which one skelpy uses
-    skelpy tune                            (re)train the models from the stored measurements
-    skelpy tune --synthetic N --minutes M  sweep N synthetic programs, then train
+    skelpy tune                            measure synthetic programs of every skeleton kind
+                                           within the default budget, then train
+    skelpy tune --minutes M                ... within M minutes (interrupted: run it again)
+    skelpy tune --train-only               retrain the models from the stored measurements
+    skelpy tune --export FILE              also write this device's measurements as a
+                                           training-data file (data only, compressed)
+    skelpy tune --synthetic N              sweep N synthetic programs fully, then train
+    skelpy tune --synthetic N --minutes M  ... round-robin within M minutes, training included
     skelpy tune --report KERNEL [--out D]  table + heatmap of a kernel's measured space
     skelpy cache info | clear [--yes] | export FILE | import FILE
     skelpy bench                           the benchmark suite of a source checkout
@@ -121,60 +127,134 @@ def cmd_tune(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else _store.default_cache_dir() / "reports"
         return report(args.report, out)
     store = _store.get_store()
-    if args.synthetic:
-        from . import containers, runtime, skeletons
+    kinds = args.kinds.split(",") if args.kinds else None
+    if kinds:
         from .tuner import synthetic
 
-        dev = runtime.current_device()
-        kinds = args.kinds.split(",") if args.kinds else None
-        unknown = sorted(set(kinds or ()) - set(synthetic.KINDS))
+        unknown = sorted(set(kinds) - set(synthetic.KINDS))
         if unknown:
             _print(f"unknown kinds {', '.join(unknown)}: choose from "
                    f"{', '.join(synthetic.KINDS)}")
             return 2
-        cases = synthetic.generate(args.synthetic, seed=args.seed,
-                                   sizes_2d=args.sizes_2d, sizes_1d=args.sizes_1d, kinds=kinds)
-        _print(f"sweeping {len(cases)} synthetic programs on {dev.name} "
-               f"(exhaustive mode{f', at most {args.minutes} min' if args.minutes else ''}); "
-               f"store: {store.path or ':memory:'}")
-        before = store.count_measurements(dev.key)
-        kit = synthetic.Toolkit.from_modules(skeletons, containers)
-        res = synthetic.run_cases(cases, kit, minutes=args.minutes,
-                                  progress=False if args.quiet else None)
-        store.flush(timeout=10)
-        added = store.count_measurements(dev.key) - before
-        _print(f"swept {len(res['done'])}, failed {len(res['failed'])}, "
-               f"skipped for time {len(res['skipped'])}: {added} new measurements "
-               "(one per launch-parameter point measured)")
-        for name, why in res["failed"][:10]:
-            _print(f"  failed: {name}: {why}")
-        devices_to_train = [dev.key]
-    else:
+    if args.train_only:
         devices_to_train = list(store.devices())
-    if args.no_train:
-        return 0
-    if not devices_to_train:
-        _print("nothing measured yet: run `skelpy tune --synthetic N` or use "
-               "sk.tuning('exhaustive') in a program first")
-        return 0
-    for dk in devices_to_train:
-        _train(store, dk)
+        if not devices_to_train:
+            _print("nothing measured yet: run `skelpy tune` (it measures synthetic programs "
+                   "first) or use sk.tuning('exhaustive') in a program")
+            return 0
+    elif args.synthetic and args.minutes is None:
+        devices_to_train = [_sweep_synthetic(store, args, kinds)]
+    else:
+        return _budgeted(store, args, kinds)
+    if not args.no_train:
+        for dk in devices_to_train:
+            _train(store, dk)
+    if args.export:
+        _export(store, devices_to_train[0] if devices_to_train else None, args.export)
     return 0
 
 
-def _train(store: _store.Store, device: str) -> None:
-    """Retrain one device's model and say, per parameter signature, what it rests on."""
+def _sweep_synthetic(store: _store.Store, args: argparse.Namespace, kinds) -> str:
+    """``--synthetic N`` without a budget: sweep N synthetic programs fully, one by one."""
+    from . import containers, runtime, skeletons
+    from .tuner import synthetic
+
+    dev = runtime.current_device()
+    cases = synthetic.generate(args.synthetic, seed=args.seed,
+                               sizes_2d=args.sizes_2d, sizes_1d=args.sizes_1d, kinds=kinds)
+    _print(f"sweeping {len(cases)} synthetic programs on {dev.name} (exhaustive mode); "
+           f"store: {store.path or ':memory:'}")
+    before = store.count_measurements(dev.key)
+    kit = synthetic.Toolkit.from_modules(skeletons, containers)
+    res = synthetic.run_cases(cases, kit, progress=False if args.quiet else None)
+    store.flush(timeout=10)
+    added = store.count_measurements(dev.key) - before
+    _print(f"swept {len(res['done'])}, failed {len(res['failed'])}, "
+           f"skipped for time {len(res['skipped'])}: {added} new measurements "
+           "(one per launch-parameter point measured)")
+    for name, why in res["failed"][:10]:
+        _print(f"  failed: {name}: {why}")
+    return dev.key
+
+
+def _budgeted(store: _store.Store, args: argparse.Namespace, kinds) -> int:
+    """The default: synthetic programs of every kind (or ``--synthetic N`` of them) measured
+    round-robin, then the model trained, all within the time budget."""
+    import time
+
+    from . import containers, runtime, skeletons
+    from .tuner import budget, synthetic
+
+    t0 = time.perf_counter()
+    dev = runtime.current_device()
+    kind = "gpu" if dev.features.get("dev_is_gpu", 1.0) else "cpu"
+    minutes = args.minutes if args.minutes is not None else budget.DEFAULT_MINUTES[kind]
+    if args.synthetic:
+        cases = synthetic.generate(args.synthetic, seed=args.seed, sizes_2d=args.sizes_2d,
+                                   sizes_1d=args.sizes_1d, kinds=kinds,
+                                   max_area=budget.MAX_AREA)
+        chosen = list({c.name: budget.Program(c.kind, [c]) for c in cases}.values())
+        what = f"{len(chosen)} synthetic programs (--synthetic {args.synthetic})"
+    else:
+        chosen = budget.programs(kind, minutes, seed=args.seed, kinds=kinds)
+        what = f"{len(chosen)} synthetic programs, 2 sizes each"
+    have = store.count_measurements(dev.key)
+    _print(f"tuning {dev.name} for {minutes:g} min, training included: {what} of "
+           f"{len({p.kind for p in chosen})} skeleton kinds, measured round-robin"
+           f"; store: {store.path or ':memory:'}"
+           + (f" ({have} measurements of this device already: not taken again)"
+              if have else ""))
+    kit = synthetic.Toolkit.from_modules(skeletons, containers)
+    train = not args.no_train
+    rep = budget.run(kit, dev, minutes=minutes, seed=args.seed, kinds=kinds, chosen=chosen,
+                     train=train, progress=None if args.quiet else _print)
+    store.flush(timeout=10)
+    kinds_done = ", ".join(f"{k} {n}" for k, n in sorted(rep.per_kind.items()))
+    _print(f"measured {rep.measured} new points of {rep.scenarios} scenarios ({kinds_done}) "
+           f"in {rep.sweep_seconds:.0f} s ({rep.rounds} rounds; "
+           f"{'every sampled point done' if rep.stopped == 'done' else 'budget used'})")
+    for name, why in rep.failed[:10]:
+        _print(f"  failed: {name}: {why}")
+    if train:
+        _train(store, dev.key, rep.model, rep.train_seconds)
+    _print(f"done in {time.perf_counter() - t0:.0f} s of a {60 * minutes:.0f} s budget")
+    if args.export:
+        _export(store, dev.key, args.export)
+    return 0
+
+
+def _export(store: _store.Store, device: str | None, path: str) -> None:
+    from .tuner import training_data
+
+    if device is None:
+        _print("nothing to export: no device measured")
+        return
+    data = training_data.from_store(store, device)
+    out = training_data.save(data, path)
+    _print(f"wrote {out}: {len(data.scenarios)} scenarios, {data.points} points of {device} "
+           f"({out.stat().st_size / 1024:.0f} KiB)")
+
+
+def _train(store: _store.Store, device: str, model: Any = None,
+           seconds: float | None = None) -> None:
+    """Retrain one device's model (unless ``model`` was trained already, in ``seconds``) and
+    say, per parameter signature, what it rests on."""
+    import time
+
     from .tuner import manager
-    from .tuner.model_files import PRETRAINED_OVERRIDE_SCENARIOS
+    from .tuner.zero_shot import LOCAL_TAKES_OVER
 
     local: dict[str, int] = {}
     for sd in _model.load_scenarios(store, device):
         sig = _model.signature(sd.names)
         local[sig] = local.get(sig, 0) + 1
-    m = manager().retrain(device)
+    t0 = time.perf_counter()
+    m = model if model is not None else manager().retrain(device)
+    if seconds is None:
+        seconds = time.perf_counter() - t0
     n = sum(local.values())
-    _print(f"trained {device}: {n} measured scenario{'' if n == 1 else 's'}, "
-           f"{m.n_measurements} measurements on this machine")
+    _print(f"trained {device} in {seconds:.0f} s: {n} measured "
+           f"scenario{'' if n == 1 else 's'}, {m.n_measurements} measurements on this machine")
     for sig in sorted(set(local) | set(m.groups)):
         g = m.groups.get(sig)
         mine = local.get(sig, 0)
@@ -182,13 +262,16 @@ def _train(store: _store.Store, device: str) -> None:
             _print(f"  [{sig}] {mine} scenario(s): not modelled (a model needs "
                    f"{_model.MIN_SCENARIOS})")
         elif g.origin == "shipped":
-            _print(f"  [{sig}] the starting model shipped with skelpy is kept (trained on "
-                   f"{g.n_scenarios} scenarios of its evaluation): this machine has {mine} "
-                   f"scenario(s) of this kind; {PRETRAINED_OVERRIDE_SCENARIOS} replace it")
+            _print(f"  [{sig}] the model shipped with skelpy (trained on {g.n_scenarios} "
+                   "scenarios of other devices): nothing of this kind measured here")
         else:
             best = (f", {len(g.classes)} distinct best points" if g.classifier is not None
                     else "")
-            _print(f"  [{sig}] {g.n_scenarios} scenarios, {g.n_rows} training rows "
+            others = g.n_scenarios - g.n_local
+            mix = (f" ({g.n_local} of this device, {others} shipped from others, this "
+                   "device's weighted to count at least as much)" if others else
+                   f" (this device's only{'' if mine < LOCAL_TAKES_OVER else ': enough'})")
+            _print(f"  [{sig}] {g.n_scenarios} scenarios{mix}, {g.n_rows} training rows "
                    f"(measured points){best}")
 
 
@@ -409,13 +492,22 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("devices", help="list OpenCL devices")
     d.set_defaults(func=cmd_devices)
 
-    t = sub.add_parser("tune", help="train the tuner (optionally on synthetic programs)")
-    t.add_argument("--synthetic", type=int, default=0, metavar="N",
-                   help="sweep N synthetic programs in exhaustive mode first")
+    t = sub.add_parser("tune", help="measure synthetic programs within a time budget and "
+                       "train the tuner's model")
     t.add_argument("--minutes", type=float, default=None, metavar="M",
-                   help="stop starting new synthetic sweeps after M minutes")
+                   help="time budget (default: 2 on a GPU, 8 on a CPU); with --synthetic: "
+                   "stop starting new sweeps after M minutes")
+    t.add_argument("--train-only", action="store_true",
+                   help="measure nothing: retrain the models from the stored measurements")
+    t.add_argument("--export", metavar="FILE", default=None,
+                   help="then write this device's measurements as a training-data file "
+                   "(.npz, data only) to ship or to evaluate")
+    t.add_argument("--synthetic", type=int, default=0, metavar="N",
+                   help="these N synthetic programs instead of the budget's: with "
+                   "--minutes, round-robin within the budget; without, each swept fully")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--kinds", default="", help="comma list of stencil,map,zip,reduce")
+    t.add_argument("--kinds", default="", help="comma list of stencil,map,zip,reduce,"
+                   "mapreduce,scan,allpairs")
     t.add_argument("--sizes-2d", type=_ints, default=[512, 1024], metavar="A,B",
                    help="matrix sizes (square) for synthetic stencils")
     t.add_argument("--sizes-1d", type=_ints, default=[1 << 18, 1 << 22], metavar="A,B",

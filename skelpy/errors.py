@@ -22,6 +22,17 @@ class TranslationError(SkelpyError):
         super().__init__(f"{origin}: {message}" if origin else message)
 
 
+def numbered(source: str) -> str:
+    """``source`` with line numbers, as compiler logs refer to them."""
+    return "\n".join(f"{i + 1:5d} | {line}" for i, line in enumerate(source.splitlines()))
+
+
+def build_report(message: str, source: str, log: str, options: str) -> str:
+    """A message followed by the build options, the compiler's log and the numbered source."""
+    return (f"{message}\n--- build options ---\n{options}\n--- build log ---\n{log.strip()}\n"
+            f"--- generated source ---\n{numbered(source)}")
+
+
 class BuildError(SkelpyError):
     """The OpenCL compiler rejected generated source; carries the numbered source and log."""
 
@@ -29,11 +40,12 @@ class BuildError(SkelpyError):
         self.source = source
         self.log = log
         self.options = options
-        numbered = "\n".join(f"{i + 1:5d} | {line}" for i, line in enumerate(source.splitlines()))
-        super().__init__(
-            f"{message}\n--- build options ---\n{options}\n--- build log ---\n{log.strip()}\n"
-            f"--- generated source ---\n{numbered}"
-        )
+        super().__init__(build_report(message, source, log, options))
+
+
+class BuildWarning(UserWarning):
+    """The OpenCL compiler accepted generated source with warnings (or, in debug mode, with
+    any log): the warning's text carries the log and the numbered source."""
 
 
 class LaunchError(SkelpyError):
@@ -60,6 +72,13 @@ class ParameterError(SkelpyError, ValueError):
 class CallError(SkelpyError, TypeError):
     """A skeleton called with arguments its signature does not take (too many, too few, an
     unknown keyword)."""
+
+
+class BoundsError(SkelpyError, IndexError):
+    """An index outside what it indexes: a container index out of range, or (in debug mode,
+    and for stencil offsets that are not compile-time constants) a read of a muscle outside
+    its array or stencil shape; the message names the muscle's line, the read and the
+    offending index."""
 
 
 class RefusedParameters(LaunchError):

@@ -28,11 +28,15 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 
+from .build_log import build_warning
 from .errors import BuildError, DeviceError, LaunchError, RefusedParameters, ShapeError
 from .programs import ProgramCache
 
-# Launch failures that mean "these launch parameters are not acceptable here" (seed 002 calls
-# them refused parameters): retrying with other parameters can succeed.
+# The build option that lets oclgrind run skelpy's kernels (see Runtime.__init__).
+_NO_RESTRICT = "-Drestrict="
+
+# Launch failures that mean "these launch parameters are not acceptable here" ([Cummins 2018]
+# §5.4.1 calls them refused parameters): retrying with other parameters can succeed.
 REFUSAL_CODES = frozenset({
     cl.status_code.INVALID_WORK_GROUP_SIZE,
     cl.status_code.INVALID_WORK_ITEM_SIZE,
@@ -109,7 +113,7 @@ class Device:
 
     @cached_property
     def features(self) -> dict[str, float]:
-        """Device queries used as model features (seed 002 Table 5.1, adapted)."""
+        """Device queries used as model features ([Cummins 2018] Table 5.1, adapted)."""
         d = self.cl_device
 
         def q(attr, default=0):
@@ -120,6 +124,9 @@ class Device:
 
         return {
             "dev_is_gpu": 1.0 if self.kind == "gpu" else 0.0,
+            # neither GPU nor CPU: the tuner's models never predict for a kind of device
+            # their training data has not seen (0 for every CPU and GPU, as in old data)
+            "dev_is_other": 0.0 if self.kind in ("gpu", "cpu") else 1.0,
             "dev_compute_units": q("max_compute_units"),
             "dev_max_wg": q("max_work_group_size"),
             "dev_local_mem": q("local_mem_size"),
@@ -233,6 +240,32 @@ def event_seconds(event: cl.Event) -> float:
     return (event.profile.end - event.profile.start) * 1e-9
 
 
+class _QuietBuilds:
+    """``warnings.catch_warnings`` (ignore) around builds that may overlap in threads: it
+    changes process-wide state and must not overlap itself, so the first build to start
+    enters one scope and the last to finish leaves it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._scope: warnings.catch_warnings | None = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._count == 0:
+                self._scope = warnings.catch_warnings()
+                self._scope.__enter__()
+                warnings.simplefilter("ignore")
+            self._count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._count -= 1
+            if self._count == 0 and self._scope is not None:
+                self._scope.__exit__(None, None, None)
+                self._scope = None
+
+
 class Runtime:
     """The context, queue, allocator and caches for one device."""
 
@@ -247,10 +280,17 @@ class Runtime:
         self.allocator = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self._local_limit = device.local_mem_size
         self.programs = ProgramCache()
+        self._warned_sources: set[str] = set()
+        # oclgrind cannot run kernels whose inlined functions take restrict pointers (clang
+        # marks them with llvm.experimental.noalias.scope.decl, which it does not know)
+        self._simulator = "oclgrind" in device.platform.lower()
         # program -> {kernel name: kernel}; an entry goes with its program
         self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
-        self._build_lock = threading.Lock()
+        # one lock per program being built (see build); the warnings filter of overlapping
+        # builds is set once for all of them (_QuietBuilds)
+        self._building: dict[tuple[str, str], threading.Lock] = {}
+        self._quiet = _QuietBuilds()
         # Kernel arguments are state of the kernel object: setting them and enqueueing must
         # not interleave between threads that launch the same kernel.
         self._launch_lock = threading.Lock()
@@ -287,29 +327,47 @@ class Runtime:
         """The program for (source, options), from the cache or built now. ``origin`` (the
         skeleton and its muscle's file and line) starts any BuildError's message; ``owner``
         (a plan) keeps the entry while it lives (see :class:`ProgramCache`)."""
+        if self._simulator:
+            options = (*options, _NO_RESTRICT)
         opts = " ".join(options)
         key = (source, opts)
         prg = self.programs.get(key, owner)
         if prg is not None:
             return prg
-        # One build at a time: a second thread asking for the same program waits and finds it
-        # (and warnings.catch_warnings, which changes process state, never overlaps itself).
-        with self._build_lock:
-            prg = self.programs.get(key, owner)
-            if prg is not None:
-                return prg
-            self.stats.builds += 1
+        # One build per program: a second thread asking for the same one waits for it and
+        # finds it cached (its lock goes only once the program is in the cache); different
+        # programs build at once (a sweep builds a chunk of points ahead, in threads on a GPU).
+        with self._lock:
+            lock = self._building.setdefault(key, threading.Lock())
+        with lock:
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # pyopencl's "build succeeded with log"
-                    prg = cl.Program(self.context, source).build(options=list(options))
-            except cl.Error as exc:
-                where = f"{origin}: " if origin else ""
-                raise BuildError(f"{where}the OpenCL compiler for {self.device.name} rejected "
-                                 "the generated kernel", source=source, log=str(exc),
-                                 options=opts) from None
-            self.programs.put(key, prg, len(source) + _binary_bytes(prg), owner)
+                prg = self.programs.get(key, owner)
+                if prg is not None:
+                    return prg
+                with self._lock:
+                    self.stats.builds += 1
+                try:
+                    with self._quiet:              # pyopencl's "build succeeded with log"
+                        prg = cl.Program(self.context, source).build(options=list(options))
+                except cl.Error as exc:
+                    where = f"{origin}: " if origin else ""
+                    raise BuildError(f"{where}the OpenCL compiler for {self.device.name} "
+                                     "rejected the generated kernel", source=source,
+                                     log=str(exc), options=opts) from None
+                self.programs.put(key, prg, len(source) + _binary_bytes(prg), owner)
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
+        self._warn_build_log(prg, source, opts, origin)
         return prg
+
+    def _warn_build_log(self, program: cl.Program, source: str, opts: str, origin: str) -> None:
+        """Compiler warnings of a successful build, once per program (build_log.py)."""
+        if source not in self._warned_sources:
+            warning = build_warning(program, self.device, source, opts, origin)
+            if warning is not None:
+                self._warned_sources.add(source)
+                warnings.warn(warning, stacklevel=4)
 
     def kernel(self, program: cl.Program, name: str, *, origin: str = "") -> cl.Kernel:
         """The kernel ``name`` of ``program`` (one object per program and name)."""

@@ -1066,6 +1066,7 @@ def later_read(x):
 
 def loop_var_reassigned(n):
     t = 0
+    i = -1          # the loop may not run (n is not a constant): i needs a value before it
     for i in range(n):
         i = i * 2
         t += i

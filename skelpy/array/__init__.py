@@ -9,13 +9,16 @@ the map of a MapReduce), or ``sk.evaluate(z)``. Views (``m.T``, ``m[3:20, 2:11]`
 ``v[::2]``, ``reshape``) are read in place by kernels; writes through them run on the device
 (``views``). ``protocol`` is the backend the containers call, including NumPy's
 ``__array_ufunc__``/``__array_function__`` and the host fallback (with a
-:class:`HostFallbackWarning`) for what has no device version.
+:class:`HostFallbackWarning`) for what has no device version. ``chains``: inside
+``with sk.lazy():`` Map/Zip results are pending too, and ``Reduce`` of a pending value is
+one MapReduce kernel.
 """
 
 from __future__ import annotations
 
 from ..containers import set_array_backend
 from . import fusion
+from .chains import lazy
 from .expression import evaluate
 from .protocol import ArrayBackend, HostFallbackWarning
 
@@ -35,4 +38,4 @@ def last_skeleton():
     return fusion.LAST.skeleton
 
 
-__all__ = ["HostFallbackWarning", "evaluate", "last_skeleton", "where"]
+__all__ = ["HostFallbackWarning", "evaluate", "last_skeleton", "lazy", "where"]

@@ -35,6 +35,50 @@ def user_line() -> str:
     return "<unknown>"
 
 
+class Where:
+    """``file:line (op)`` of the user's call, found only when a message needs it (walking
+    the stack on every operation cost more than the operation): it holds the frame the
+    operation was called from, and is formatted while that call is still running."""
+
+    __slots__ = ("frame", "op", "text")
+
+    def __init__(self, op: str):
+        self.frame, self.op, self.text = sys._getframe(2), op, None
+
+    def __str__(self) -> str:
+        if self.text is None:
+            f = self.frame
+            while f is not None:
+                name = f.f_code.co_filename
+                if not name.startswith(_PACKAGE) and "/numpy/" not in name \
+                        and not name.startswith("<"):
+                    break
+                f = f.f_back
+            line = "<unknown>" if f is None else \
+                f"{os.path.relpath(f.f_code.co_filename)}:{f.f_lineno}"
+            self.text = f"{line} ({self.op})"
+            self.frame = None
+        return self.text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+#: (op, operand signature) -> (shape, result dtype, operand dtypes) of an operation that
+#: built without an error (ints by value: NEP 50 errors depend on it).
+_SIGNATURES: dict[tuple, tuple] = {}
+
+
+def _operand_key(x):
+    if isinstance(x, Container):
+        return (x.dtype, x.shape)
+    if isinstance(x, (bool, float)):
+        return (type(x),)
+    if isinstance(x, int):
+        return (int, x)
+    return (type(x), getattr(x, "dtype", None))
+
+
 def node_of(x: Container) -> Node:
     """A container's graph: its pending graph, or a leaf."""
     pending = x.storage.pending
@@ -45,21 +89,28 @@ def node_of(x: Container) -> Node:
 
 def apply(op: str, operands: list, where: str | None = None) -> Container:
     """``op`` (a name of :mod:`.ops`) over containers and scalars, as a pending container."""
-    where = where or f"{user_line()} ({op})"
-    shape = graph.result_shape(operands, where)
-    constant = graph.out_of_range_compare(op, operands)
-    if constant is not None:
-        x = next(o for o in operands if isinstance(o, Container))
-        return apply("equal" if constant else "not_equal", [x, x], where)
-    out = graph.numpy_dtype(ops.numpy_op(op), operands, where)
-    dtypes, args = [], []
-    for k, x in enumerate(operands):
-        if isinstance(x, Container):
-            dtypes.append(x.dtype)
-        else:
-            dt = graph.scalar_dtype(x, operands, k, op)
-            dtypes.append(dt)
-    fusion.check_translates(op, tuple(dtypes), out, where)
+    key = (op, *map(_operand_key, operands))
+    hit = _SIGNATURES.get(key)
+    if hit is None:
+        where = where or Where(op)
+        shape = graph.result_shape(operands, where)
+        constant = graph.out_of_range_compare(op, operands)
+        if constant is not None:
+            x = next(o for o in operands if isinstance(o, Container))
+            return apply("equal" if constant else "not_equal", [x, x], where)
+        out = graph.numpy_dtype(ops.numpy_op(op), operands, where)
+        dtypes = []
+        for k, x in enumerate(operands):
+            if isinstance(x, Container):
+                dtypes.append(x.dtype)
+            else:
+                dtypes.append(graph.scalar_dtype(x, operands, k, op))
+        fusion.check_translates(op, tuple(dtypes), out, str(where))
+        if len(_SIGNATURES) > 4096:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = shape, out, dtypes
+    else:
+        shape, out, dtypes = hit
     args = _nodes(operands, dtypes)
     if op == "power" and graph.is_python_scalar(operands[1]) \
             and float(operands[1]) in SMALL_EXPONENTS:
@@ -73,7 +124,7 @@ SMALL_EXPONENTS = frozenset({0.5, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0})
 
 
 def astype(x: Container, dtype, where: str | None = None) -> Container:
-    where = where or f"{user_line()} (astype)"
+    where = where or Where("astype")
     dt = check_dtype(dtype, where)
     fusion.check_translates("astype", (x.dtype,), dt, where)
     (arg,) = _nodes([x], [x.dtype])
@@ -88,6 +139,12 @@ def copy_of(x: Container) -> Container:
 def _nodes(operands: list, dtypes: list) -> list[Node]:
     nodes = [node_of(x) if isinstance(x, Container) else graph.const(x, dt)
              for x, dt in zip(operands, dtypes, strict=True)]
+    return bounded(operands, nodes)
+
+
+def bounded(operands: list, nodes: list[Node]) -> list[Node]:
+    """``nodes`` (one per operand), with the pending operands computed first (then leaves)
+    when one more operation over them would cross ``graph.MAX_OPS`` or ``MAX_LEAVES``."""
     n_ops = 1 + sum(n.n_ops for n in nodes)
     leaves = {id(c) for n in nodes for c in n.leaves}
     if n_ops > graph.MAX_OPS or len(leaves) > graph.MAX_LEAVES:
@@ -113,4 +170,5 @@ def is_bool(x) -> bool:
     return isinstance(x, Container) and x.dtype == np.bool_
 
 
-__all__ = ["apply", "astype", "copy_of", "evaluate", "node_of", "user_line", "DTypeError"]
+__all__ = ["apply", "astype", "bounded", "copy_of", "evaluate", "node_of", "user_line",
+           "DTypeError"]

@@ -55,19 +55,27 @@ class Program:
 
     key: tuple
     leaves: list              # the containers read (views already broadcast to the shape)
-    consts: list              # NumPy scalars
+    consts: list              # NumPy scalars (Python scalars for weak ones)
     lines: list[str]          # the muscle's body
     result: str               # the name returned
     text: str                 # the expression in NumPy notation (for source() and errors)
+    functions: list           # the muscles of skeleton calls in the graph (``f0, f1, ...``)
+
+
+_DTYPE_NAMES: dict[np.dtype, str] = {}
 
 
 def dtype_name(dt: np.dtype) -> str:
-    return "np.bool_" if dt == np.bool_ else f"np.{dt.name}"
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = "np.bool_" if dt == np.bool_ else f"np.{dt.name}"
+    return name
 
 
 def linearise(root: Node, shape: tuple[int, ...]) -> Program:
-    leaves, consts, lines, key, names, texts = [], [], [], [], {}, {}
+    leaves, consts, lines, key, names, texts, functions = [], [], [], [], {}, {}, []
     leaf_of: dict[int, str] = {}
+    fn_of: dict[int, str] = {}
 
     def visit(n: Node) -> str:
         got = names.get(id(n))
@@ -91,16 +99,24 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
             names[id(n)] = name
             texts[name] = repr(v.item())
             return name
-        if n.op == "const":
+        if n.op in ("const", "weak"):
             name = f"c{len(consts)}"
             consts.append(n.args[0])
-            key.append(("const", n.dtype))
+            key.append((n.op, n.dtype))
             names[id(n)] = name
             texts[name] = name
             return name
         args = [visit(a) for a in n.args]
         name = f"t{len(lines)}"
-        if n.op == "astype":
+        if n.op == "call":
+            fname = fn_of.get(id(n.fn))
+            if fname is None:
+                fname = fn_of[id(n.fn)] = f"f{len(functions)}"
+                functions.append(n.fn)
+            expr = f"{dtype_name(n.dtype)}({fname}({', '.join(args)}))"
+            text = f"{getattr(n.fn, '__name__', fname)}({', '.join(texts[a] for a in args)})"
+            key.append(("call", n.fn))       # the function itself: an id could be reused
+        elif n.op == "astype":
             expr = f"{dtype_name(n.dtype)}({args[0]})"
             text = f"{texts[args[0]]}.astype({n.dtype.name})"
         else:
@@ -114,14 +130,14 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
         return name
 
     result = visit(root)
-    if root.op in ("leaf", "const", "literal"):      # a copy (or a fill): one node to return
+    if root.op in ("leaf", "const", "literal", "weak"):    # a copy (or a fill): one node
         name = "t0"
         lines.append(f"    {name} = {dtype_name(root.dtype)}({result})")
         key.append(("copy", root.dtype))
         texts[name] = texts[result]
         result = name
     key.append(("shape", len(shape)))
-    return Program(tuple(key), leaves, consts, lines, result, texts[result])
+    return Program(tuple(key), leaves, consts, lines, result, texts[result], functions)
 
 
 def _muscle(program: Program) -> Muscle:
@@ -137,7 +153,7 @@ def _muscle(program: Program) -> Muscle:
            f"    # {program.text}\n"
            + "\n".join(program.lines) + f"\n    return {program.result}\n")
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    ns = {"np": np}
+    ns = {"np": np, **{f"f{k}": fn for k, fn in enumerate(program.functions)}}
     exec(compile(src, filename, "exec"), ns)  # noqa: S102 - our own generated source
     muscle = Muscle(ns["fused"])
     muscle._skelpy_fn = ns["fused"]           # keep the function (muscles cache it weakly)
@@ -200,21 +216,28 @@ def check_translates(op: str, dtypes: tuple, out: np.dtype, where: str) -> None:
 
 
 class Recipe:
-    """What a pending container computes (its storage's ``pending``): a graph and a shape."""
+    """What a pending container computes (its storage's ``pending``): a graph and a shape.
 
-    __slots__ = ("node", "shape", "storage", "skeleton")
+    ``direct`` (a deferred skeleton call, :mod:`.chains`): a function that runs the call as
+    it would have run eagerly, used while no consumer has fused it into its own kernel."""
 
-    def __init__(self, node: Node, shape: tuple[int, ...]):
+    __slots__ = ("node", "shape", "storage", "skeleton", "direct")
+
+    def __init__(self, node: Node, shape: tuple[int, ...], direct=None):
         self.node = node
         self.shape = shape
         self.storage = None
         self.skeleton = None
+        self.direct = direct
 
     def evaluate(self) -> None:
         storage = self.storage()
         if storage is None or storage.pending is not self:
             return
-        out, skeleton = compute(self.node, self.shape)
+        if self.direct is not None:
+            out, skeleton = self.direct()
+        else:
+            out, skeleton = compute(self.node, self.shape)
         self.skeleton = skeleton
         LAST.skeleton = skeleton
         rt = _rt.current()
@@ -230,11 +253,11 @@ class _Last:
 LAST = _Last()
 
 
-def pending_container(node: Node, shape: tuple[int, ...]) -> Container:
+def pending_container(node: Node, shape: tuple[int, ...], direct=None) -> Container:
     """A pending container computing ``node``; it reads ``node``'s leaves, so they compute
     it before anybody writes them."""
     from ..containers import Matrix, Vector
-    recipe = Recipe(node, shape)
+    recipe = Recipe(node, shape, direct)
     cls = Vector if len(shape) == 1 else Matrix
     c = cls.pending(shape, node.dtype, recipe)
     storage = c.storage

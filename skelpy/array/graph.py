@@ -34,15 +34,19 @@ MAX_LEAVES = 12
 class Node:
     """One node of an expression graph (see the module docstring). ``op`` is ``"leaf"``
     (``args = (container,)``), ``"const"`` (``args = (value,)``, a NumPy scalar of
-    ``dtype``) or an operation name of :mod:`.ops` (``args``: nodes); ``"astype"`` converts."""
+    ``dtype``), ``"weak"`` (a Python scalar passed on to a muscle: weak, as in a skeleton
+    call), ``"call"`` (a skeleton's muscle ``fn`` applied to ``args``: a deferred Map or Zip,
+    see :mod:`.chains`) or an operation name of :mod:`.ops` (``args``: nodes); ``"astype"``
+    converts."""
 
-    __slots__ = ("op", "args", "dtype", "shape", "n_ops", "leaves", "__weakref__")
+    __slots__ = ("op", "args", "dtype", "shape", "n_ops", "leaves", "fn", "__weakref__")
 
-    def __init__(self, op: str, args: tuple, dtype: np.dtype, shape: tuple[int, ...]):
-        self.op, self.args, self.dtype, self.shape = op, args, dtype, shape
+    def __init__(self, op: str, args: tuple, dtype: np.dtype, shape: tuple[int, ...],
+                 fn=None):
+        self.op, self.args, self.dtype, self.shape, self.fn = op, args, dtype, shape, fn
         if op == "leaf":
             self.n_ops, self.leaves = 0, (args[0],)
-        elif op in ("const", "literal"):
+        elif op in ("const", "literal", "weak"):
             self.n_ops, self.leaves = 0, ()
         else:
             self.n_ops = 1 + sum(a.n_ops for a in args)
@@ -55,8 +59,10 @@ class Node:
     def __repr__(self) -> str:
         if self.op == "leaf":
             return f"leaf{self.shape}:{self.dtype}"
-        if self.op == "const":
+        if self.op in ("const", "weak"):
             return f"{self.args[0]!r}"
+        if self.op == "call":
+            return f"{getattr(self.fn, '__name__', 'muscle')}({', '.join(map(repr, self.args))})"
         return f"{self.op}({', '.join(map(repr, self.args))})"
 
 
@@ -67,10 +73,19 @@ def leaf(c: Container) -> Node:
 def const(value, dtype: np.dtype, literal: bool = False) -> Node:
     """A scalar: a kernel argument, or (``literal``) a constant written into the muscle, so
     that the translator can specialise it (``x ** 2`` is ``x * x``, not ``pow``)."""
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        v = np.asarray(value).astype(dtype)[()]
+    if type(value) is float and dtype.kind == "f" and (dtype.itemsize == 8 or
+                                                        abs(value) < 3.0e38):
+        v = dtype.type(value)              # the common case, without NumPy's warning guards
+    else:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            v = np.asarray(value).astype(dtype)[()]
     return Node("literal" if literal else "const", (v,), dtype, ())
+
+
+def weak(value) -> Node:
+    """A Python scalar handed to a muscle as it is (weak, NEP 50: the muscle types it)."""
+    return Node("weak", (value,), np.result_type(value), ())
 
 
 # -- operands ---------------------------------------------------------------------------------

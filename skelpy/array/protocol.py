@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from ..containers import Container, MatrixRow
-from . import expression, ops, reductions, views
+from . import chains, expression, ops, reductions, views
 from .graph import as_operand
 
 
@@ -94,9 +94,15 @@ class ArrayBackend:
             return x
         return expression.astype(x, dtype)
 
-    # -- reductions ---------------------------------------------------------------------------
+    # -- reductions and skeleton chains -------------------------------------------------------
     def reduce(self, name: str, x: Container, axis, dtype):
         return reductions.reduce(name, x, axis, dtype)
+
+    def defer(self, skeleton, args):
+        return chains.defer(skeleton, args)
+
+    def fused_reduce(self, skeleton, x: Container):
+        return chains.fused_reduce(skeleton, x)
 
     # -- NumPy protocols ----------------------------------------------------------------------
     def ufunc(self, ufunc, method, inputs, kwargs):

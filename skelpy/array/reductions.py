@@ -8,9 +8,14 @@ for integers (the input's float type otherwise), ``min``/``max`` propagate NaN a
 ``np.minimum``/``np.maximum`` do, and an empty ``min``/``max``/``argmin``/``argmax`` is
 NumPy's ValueError. ``axis=None``, 0 or 1 (a Vector's only axis gives a scalar).
 
-``argmin``/``argmax`` take two passes: the extreme value (per row or column), then the first
-position holding it (NaN: the first NaN) — a MapReduce over the data, an index space and the
-extremes (broadcast along the axis as a view), folding positions with ``min``.
+``argmin``/``argmax`` of data of at most 32 bits (and fewer than 2^32 positions per fold)
+take ONE pass: each element becomes a 64-bit key, its value's rank in the high half (an
+order-preserving bit pattern: floats with -0.0 as 0.0, NaN ranked first as NumPy finds the
+first NaN; negated for argmax) and its position in the low half, and the keys are folded
+with ``min`` — so ties go to the first position, as in NumPy. 64-bit data take two passes:
+the extreme value (per row or column), then the first position holding it (NaN: the first
+NaN) — a MapReduce over the data, an index space and the extremes (broadcast along the axis
+as a view), folding positions with ``min``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import threading
 import numpy as np
 
 from ..containers import Container, IndexMatrix, IndexVector, Vector
+from ..dtypes import c_type
 from ..errors import ShapeError
 from ..skeletons import MapReduce
 from . import expression, fusion
@@ -137,7 +143,60 @@ def reduce(name: str, x: Container, axis, dtype):
     return _arg(name, x, ax)
 
 
+#: The key of one element for the one-pass argmin/argmax (``T``: the data's C type; ``RANK``:
+#: its value's ascending rank as a uint, never 0 for floats except for NaN; ``POS``: its
+#: position in the fold).
+_KEY_MUSCLE = """ulong func(T x, skelpy_index_point p, long cols) {
+    uint rank;
+    RANK
+    if (ARGMAX) rank = ~rank;
+    FIRST_NAN
+    return ((ulong)rank << 32) | (ulong)(uint)(POS);
+}"""
+_RANK = {
+    "f": "if (isnan(x)) rank = 0u; else { float v = (x == 0.0f) ? 0.0f : x; "
+         "uint b = as_uint(v); rank = (b & 0x80000000u) ? ~b : (b | 0x80000000u); }",
+    "i": "rank = ((uint)(int)x) ^ 0x80000000u;",
+    "u": "rank = (uint)x;",
+    "b": "rank = (uint)(x ? 1 : 0);",
+}
+_POS = {None: "p.row * cols + p.col", 1: "p.col", 0: "p.row"}
+
+
+def _one_pass(x: Container, ax: int | None) -> bool:
+    span = x.size if ax is None else x.shape[ax]
+    return x.dtype.itemsize <= 4 and span < 2**32
+
+
+def _key_skeleton(name: str, dt: np.dtype, ax: int | None) -> MapReduce:
+    def make():
+        src = (_KEY_MUSCLE.replace("RANK", _RANK[dt.kind])
+               .replace("ARGMAX", "1" if name == "argmax" else "0")
+               .replace("FIRST_NAN", "if (isnan(x)) rank = 0u;" if dt.kind == "f" else "")
+               .replace("POS", _POS[ax]).replace("T x", f"{c_type(dt)} x"))
+        return MapReduce(src, "ulong func(ulong a, ulong b) { return min(a, b); }",
+                         2**64 - 1, dtype=np.uint64, axis=ax, commutative=True, inputs=2)
+    return _skeleton(("key", name, dt, ax), make)
+
+
 def _arg(name: str, x: Container, ax: int | None):
+    if _one_pass(x, ax):
+        data = x if x.layout is not None or not x.is_pending else expression.copy_of(x)
+        data.storage.resolve()
+        shape = data.shape if data.ndim == 2 else (1, data.size)
+        if data.ndim == 1:
+            try:
+                data = data.reshape(1, -1)
+            except ShapeError:                 # a strided view: its elements, in a block
+                data = expression.copy_of(data)
+                data.storage.resolve()
+                data = data.reshape(1, -1)
+        sk = _key_skeleton(name, x.dtype, None if ax is None else ax)
+        fusion.LAST.skeleton = sk
+        key = sk(data, IndexMatrix(shape), np.int64(shape[1]))
+        if ax is None:
+            return np.int64(int(key) & 0xFFFFFFFF)
+        return (key & np.uint64(0xFFFFFFFF)).astype(np.int64)
     extreme = fold("min" if name == "argmin" else "max", x, ax)
     data = x if not x.is_pending else expression.copy_of(x)
     data.storage.resolve()

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import BoundsError
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -47,9 +49,10 @@ def as_int(value) -> int | None:
 
 
 def checked_int(i: int, size: int, axis: int) -> int:
-    """``i`` counted from the start (negative counts from the end), or NumPy's IndexError."""
+    """``i`` counted from the start (negative counts from the end), or NumPy's IndexError
+    (as a :class:`~skelpy.errors.BoundsError`)."""
     if not -size <= i < size:
-        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+        raise BoundsError(f"index {i} is out of bounds for axis {axis} with size {size}")
     return i + size if i < 0 else i
 
 
@@ -59,7 +62,7 @@ def basic_selection(key, shape: tuple[int, ...]) -> Selection | None:
     if len(parts) > len(shape):
         if any(p is None or p is Ellipsis for p in parts):
             return None
-        raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, "
+        raise BoundsError(f"too many indices for array: array is {len(shape)}-dimensional, "
                          f"but {len(parts)} were indexed")
     parts = parts + (slice(None),) * (len(shape) - len(parts))
     first, count, step, reverse, dropped = [], [], [], [], []

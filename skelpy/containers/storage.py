@@ -26,7 +26,7 @@ import numpy as np
 import pyopencl as cl
 
 from ..dtypes import storage_dtype
-from ..errors import DTypeError, ShapeError
+from ..errors import BoundsError, DTypeError, ShapeError
 from .selection import Selection
 
 
@@ -169,7 +169,12 @@ class Storage:
 
     def read_host(self, key):
         """``host[key]`` for a reader: a scalar, or a read-only array that stays as it is."""
-        out = self.sync_host()[key]
+        try:
+            out = self.sync_host()[key]
+        except IndexError as exc:
+            if isinstance(exc, BoundsError):
+                raise
+            raise BoundsError(str(exc)) from None
         if isinstance(out, np.ndarray):
             if np.may_share_memory(out, self.host):
                 if self.editing:
@@ -338,8 +343,8 @@ def assign(target: np.ndarray, key, value, owner) -> None:
     so a failure writes nothing."""
     try:
         target[key] = value
-    except IndexError:
-        raise
+    except IndexError as exc:
+        raise BoundsError(f"{exc} (writing into {owner!r})") from None
     except (ValueError, TypeError, OverflowError) as exc:
         text = str(exc)
         shape_problem = any(w in text for w in ("broadcast", "sequence", "shape"))

@@ -9,7 +9,7 @@
  *
  * Launch-shape macros (-D, chosen by the tuner):
  *   SKP_LOCAL   1: each group stages its tile plus the halo in local memory first and the
- *                  muscle reads from there (seed 002, section 2.4.2);
+ *                  muscle reads from there ([Cummins 2018] §2.4.2);
  *               0: the muscle reads global memory directly (caches do the reuse; on CPUs this
  *                  often wins).
  *   SKP_CR      cells per work-item along rows    (coarsening)

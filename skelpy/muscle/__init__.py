@@ -15,6 +15,7 @@ A Python muscle goes through these passes, one module each, read top to bottom:
 ``inference.py``    the typed body (``typed.py``): every expression annotated with its type,
                     constant value and meaning (``infer_exprs.py``, ``infer_calls.py``);
                     locals get one type, a fixed point; cached per parameter kinds
+``definite.py``     every local read has a value on every path reaching it (else an error)
 ``weak.py``         which C type each weak (Python) value is computed in: the context every
                     operand is computed in, and a fixed point for weak variables
 ``cnames.py``       C names for parameters and locals
@@ -24,8 +25,10 @@ A Python muscle goes through these passes, one module each, read top to bottom:
 ``assemble.py``     the C function and its :class:`TypedMuscle` (``typed_muscle.py``)
 ==================  =========================================================================
 
-``translate.py`` runs them; ``muscle.py`` holds :class:`Muscle`; ``cmuscle.py`` handles OpenCL C
-source muscles; ``params.py`` the parameter kinds skeletons describe; ``dtyping.py`` NumPy
+Reads may be checked at run time (``checks.py``: debug mode, and stencil offsets known only
+at run time). ``translate.py`` runs the passes; ``muscle.py`` holds :class:`Muscle` (and
+``captures.py`` what its translations captured); ``cmuscle.py`` handles OpenCL C source
+muscles; ``params.py`` the parameter kinds skeletons describe; ``dtyping.py`` NumPy
 promotion with weak scalars; ``funcs.py`` the callable functions. The passes reach called
 functions through the :class:`Muscle` objects the typed body holds, never by importing
 ``muscle.py``: the package has no import cycle.
@@ -45,12 +48,15 @@ speed or simplicity, the translator does the following (by design, not by accide
 - Integer ``//``, ``%`` and ``np.fmod`` by zero give 0 (NumPy's value), also for Python ints;
   ``int ** negative int`` at run time gives 1/x truncated (a constant one is an error, as in
   NumPy); a weak int converted to a narrower dtype at run time wraps (NumPy would raise).
-- Accessor indices are offsets: ``nb[-1, 0]`` is the neighbour above, never Python's
-  "last element" (no negative-index wrapping, no bounds checks).  Captured tuples/arrays do
-  wrap negative indices; out-of-range indices are not checked at run time.
+- Neighbourhood indices are offsets: ``nb[-1, 0]`` is the neighbour above, never Python's
+  "last element". Indices into arrays and rows (extras, AllPairs rows) count from the end when
+  they are negative constants (``t[-1]``), as in Python; computed indices must lie in range
+  (checked in debug mode, ``checks.py``). Captured tuples/arrays wrap negative indices as
+  Python does; a constant index out of their range is a TranslationError.
 - Float-to-int conversion of NaN/out-of-range values is what the device does (as in C).
   The OpenCL compiler may contract ``a * b + c`` into an fma (OpenCL's default).
-- Captured globals and closure values are read when the muscle is first translated.
+- Captured globals, closure values, module attributes and captured sequences are written
+  into the translation; a changed one (``captures.py``) makes the next call translate again.
 """
 
 from .muscle import Muscle

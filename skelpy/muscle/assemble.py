@@ -3,8 +3,10 @@
 The source is, in order: the ``cl_khr_fp64`` pragma (when a float64 value exists), the C
 helpers of ``clib.py`` the body uses, the ``__constant`` tables of captured sequences, the
 called functions (each a complete specialisation of its own), and the function itself:
-its parameters, the declarations of every local (initialised to 0, so every path has a
-value), and the body. Helpers and tables are guarded with ``#ifndef`` so that several muscles
+its parameters (after the check buffer, when reads are checked: see checks.py), the
+declarations of every local (initialised to 0; ``definite.py`` made sure no path reads one
+before assigning it), the body, and for a checked function the macro that passes the check
+buffer on. Helpers and tables are guarded with ``#ifndef`` so that several muscles
 can share one program.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import c_type, storage_dtype
+from . import checks
 from .access import Accesses
 from .dtyping import FLOAT64, c_literal, convert_constant
 from .emit import EmitContext
@@ -82,6 +85,10 @@ def assemble(body: TypedBody, emitted: EmitContext, incoming: dict[str, str],
         part = f"{guard}{tm.source}#endif\n"
         parts.append(part)
         at += len(part)
+    redirect = ""
+    if emitted.checked:                 # reads checked: the check buffer comes first
+        redirect = checks.redirect(c_name, len(c_params))
+        c_params.insert(0, checks.DEBUG_PARAM)
     head = f"static inline {c_type(out_dtype)} {c_name}({', '.join(c_params) or 'void'}) {{\n"
     lines = [NO_CONTRACTION] + decls + emitted.lines
     starts = [at + len(head)]
@@ -92,13 +99,13 @@ def assemble(body: TypedBody, emitted: EmitContext, incoming: dict[str, str],
     for rec in emitted.loops:
         loops.append(ConstantLoop(starts[skipped + rec.line], rec.trips,
                                   None if rec.parent is None else first + rec.parent))
-    parts.append(head + "\n".join(lines) + "\n}\n")
+    parts.append(head + "\n".join(lines) + "\n}\n" + redirect)
     return TypedMuscle(
         c_name=c_name, source="".join(parts), c_params=c_params, out_dtype=out_dtype,
         scalar_dtypes=scalar_dtypes, uses_fp64=code.fp64, features=code.features.result(),
         accesses=accesses.offsets, access_bounds=accesses.bounds, kinds=body.kinds,
         origin=function.origin, name=function.name, param_names=list(function.param_names),
-        constant_loops=tuple(loops), read_sites=accesses.sites)
+        constant_loops=tuple(loops), read_sites=accesses.sites, checked=emitted.checked)
 
 
 def _shift_loops(loops: list[ConstantLoop], inner: tuple[ConstantLoop, ...], at: int) -> None:

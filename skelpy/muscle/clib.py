@@ -212,3 +212,20 @@ static inline {t} {name}({t} a, {t} b) {{
     def widx(self) -> str:
         return self._add("skelpy_widx", "static inline long skelpy_widx(long i, long n) "
                                         "{ return i < 0 ? i + n : i; }")
+
+    def check(self) -> str:
+        """``skp_check``: the checked index of debug mode and of run-time stencil offsets
+        (see checks.py): ``i`` when ``lo <= i < hi``; otherwise the first failure records
+        (site, i, lo, hi) in the check buffer and a value inside the range is used instead."""
+        return self._add("skp_check", """
+static inline long skp_check(__global long* skp_dbg, const long i, const long lo,
+                             const long hi, const long site) {
+    if (i >= lo && i < hi) return i;
+    if (atomic_cmpxchg((volatile __global int*)skp_dbg, 0, 1) == 0) {
+        skp_dbg[1] = site;
+        skp_dbg[2] = i;
+        skp_dbg[3] = lo;
+        skp_dbg[4] = hi;
+    }
+    return (i < lo || hi <= lo) ? lo : hi - 1;
+}""")

@@ -17,13 +17,19 @@ import sys
 import numpy as np
 
 from ..dtypes import c_type, storage_c_type
-from ..errors import TranslationError
+from ..errors import DTypeError, TranslationError
+from .checks import ALL, DEBUG_PARAM, OFFSETS, Site, check_call, redirect, register
+from .clib import CLib
 from .dtyping import FLOAT64
 from .features import FeatureCounter
 from .params import Accessor, IndexPoint, Scalar
 from .source import short_path
 from .typed_muscle import TypedMuscle
 
+_CHECKED_GET = ("#ifndef SKELPY_GET_AT_DEFINED\n#define SKELPY_GET_AT_DEFINED\n"
+                "#define SKELPY_GET_AT(p, s0, s1, i) SKELPY_GETC_##p(s0, s1, i, 0)\n"
+                "#define SKELPY_GET2_AT(p, s0, s1, i, j) SKELPY_GETC_##p(s0, s1, i, j)\n"
+                "#endif\n")
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _C_TYPES = {
@@ -171,8 +177,9 @@ class CFunction:
 
     # -- specialisation ------------------------------------------------------------------------
 
-    def specialise(self, kinds, out, c_name: str) -> TypedMuscle:
+    def specialise(self, kinds, out, c_name: str, checks: str | None = None) -> TypedMuscle:
         c_params: list[str] = []
+        checked_reads: dict[str, Accessor] = {}       # accessors whose reads are checked
         scalar_dtypes: dict[int, np.dtype] = {}
         prologue: list[str] = []
         macros: list[str] = []
@@ -184,6 +191,7 @@ class CFunction:
                     raise self.error(self.entry.head_start, f"parameter '{name}' is passed a "
                                      f"value but is declared '{decl}'", "C parameter")
                 dt = np.dtype(_C_TYPES[tname])
+                self._check_type(name, decl, dt, k)
                 scalar_dtypes[i] = dt
                 fp64 |= dt == FLOAT64
                 c_params.append(f"{c_type(dt)} {name}")
@@ -193,6 +201,8 @@ class CFunction:
                                 f"{{{name}_r, {name}_c, {name}_r, {name}_c}};")
             else:
                 acc: Accessor = k
+                if ptr and tname in _C_TYPES:
+                    self._check_type(name, decl, np.dtype(_C_TYPES[tname]), acc)
                 fp64 |= acc.dtype == FLOAT64
                 c_params.extend(acc.declarations(name))
                 fmt = {"name": name, "ctype": c_type(acc.dtype),
@@ -200,6 +210,11 @@ class CFunction:
                        "i0": "((long)(i0))", "i1": "((long)(i1))"}
                 macros.append(f"#define SKELPY_GET_{name}(i0, i1) {acc.read.format(**fmt)}")
                 undefs.append(f"#undef SKELPY_GET_{name}")
+                bounds = acc.index_bounds(name)
+                if bounds is not None and (checks == ALL or (checks == OFFSETS and acc.offsets)):
+                    checked_reads[name] = acc
+                    macros.append(_checked_macro(name, acc, fmt, bounds))
+                    undefs.append(f"#undef SKELPY_GETC_{name}")
                 for key, mac in (("len", "LEN"), ("shape0", "ROWS"), ("shape1", "COLS")):
                     if key in acc.attrs:
                         macros.append(f"#define SKELPY_{mac}_{name} "
@@ -210,6 +225,11 @@ class CFunction:
         s = self.clean
         e = self.entry
         body = s[e.body_start: e.body_end + 1]
+        if checked_reads:
+            body = self._checked_body(body, checked_reads)
+        checked = "SKELPY_GET_AT" in body or "SKELPY_GET2_AT" in body
+        if checked:
+            c_params.insert(0, DEBUG_PARAM)
         if prologue:
             body = "{\n" + "\n".join(prologue) + body[1:]
         entry_src = (f"static inline {c_type(out_dtype)} {c_name}({', '.join(c_params) or 'void'}) "
@@ -221,6 +241,8 @@ class CFunction:
             pat = re.compile(rf"\b{re.escape(f)}\b(?=\s*\()")
             text = pat.sub(new, text)
             entry_src = pat.sub(new, entry_src)
+        if checked:
+            entry_src += "\n" + redirect(c_name, len(c_params) - 1)
         text = text.replace("\x00ENTRY\x00", entry_src)
         fp64 |= out_dtype == FLOAT64 or bool(re.search(r"\bdouble\b", text))
         parts = []
@@ -235,6 +257,10 @@ class CFunction:
                          "#define SKELPY_LEN(p) SKELPY_LEN_##p\n"
                          "#define SKELPY_ROWS(p) SKELPY_ROWS_##p\n"
                          "#define SKELPY_COLS(p) SKELPY_COLS_##p\n#endif\n")
+            if checked:
+                clib = CLib()
+                clib.check()
+                parts.append(clib.source() + _CHECKED_GET)
             parts.append("\n".join(macros) + "\n")
         parts.append(text.strip() + "\n")
         if undefs:
@@ -244,7 +270,61 @@ class CFunction:
             c_name=c_name, source="".join(parts), c_params=c_params, out_dtype=out_dtype,
             scalar_dtypes=scalar_dtypes, uses_fp64=fp64, features=self._features(kinds),
             accesses=accesses, access_bounds=bounds, kinds=tuple(kinds), origin=self.origin,
-            name=self.name, param_names=list(self.param_names))
+            name=self.name, param_names=list(self.param_names), checked=checked)
+
+    def _checked_body(self, body: str, accessors: dict[str, Accessor]) -> str:
+        """The entry's body with each ``SKELPY_GET(p, ...)``/``SKELPY_GET2(p, ...)`` of a
+        checked accessor ``p`` rewritten to carry the sites of its indices (checks.py)."""
+        out, last = [], 0
+        pattern = re.compile(r"\bSKELPY_GET(2?)\s*\(\s*([A-Za-z_]\w*)\s*,")
+        for m in pattern.finditer(body):
+            acc = accessors.get(m.group(2))
+            if acc is None:
+                continue
+            args = _macro_args(body, m.end())
+            n_idx = min(acc.ndim, len(args)) if m.group(1) else 1
+            text = f"SKELPY_GET{m.group(1)}({m.group(2)}, {', '.join(a.strip() for a in args)})"
+            cline = self.src.count("\n", 0, self.entry.body_start + m.start()) + 1
+            where = f"{self.file}:{self.line} ({self.name}, C line {cline})"
+            labels = ("row offset", "column offset") if acc.offsets else (
+                ("index",) if acc.ndim == 1 else ("row index", "column index"))
+            what = f"the neighbourhood '{m.group(2)}'" if acc.offsets else f"'{m.group(2)}'"
+            sites = [register(Site(where, text, labels[j], what, acc.offsets))
+                     for j in range(n_idx)] + [0] * (2 - n_idx)
+            out.append(body[last:m.start()])
+            out.append(f"SKELPY_GET{m.group(1)}_AT({m.group(2)}, {sites[0]}L, {sites[1]}L,")
+            last = m.end()
+        out.append(body[last:])
+        return "".join(out)
+
+    def _check_type(self, name: str, decl: str, declared: np.dtype, kind) -> None:
+        """C never converts behind the user's back here: a parameter declared with another
+        type than the values it receives is a DTypeError naming both (a float64 array given
+        to ``float func(float x)`` would otherwise be rounded to float32 silently). Python
+        numbers (weak, NEP 50) may go to any parameter of their kind or wider: bool to any,
+        int to an integer or float, float to a float. Element pointers of bool data may be
+        declared ``bool*`` or ``uchar*`` (its storage)."""
+        got = np.dtype(kind.dtype)
+        if getattr(kind, "weak", False):
+            ok = got.kind == "b" or declared.kind == "f" or (
+                got.kind == "i" and declared.kind in "iu")
+        else:
+            ok = declared == got or (isinstance(kind, Accessor) and got == np.bool_
+                                     and declared == np.uint8)
+        if ok:
+            return
+        if getattr(kind, "weak", False):
+            py = {"f": "float", "i": "int"}.get(got.kind, "bool")
+            fix = (f"pass a value of its type (np.{declared.name}(...)) or declare it "
+                   f"'{c_type(got)}'")
+            what = f"a Python {py}"
+        else:
+            what = f"{got} {'elements' if isinstance(kind, Accessor) else 'values'}"
+            fix = (f"declare it '{c_type(got)}{'*' if isinstance(kind, Accessor) else ''}', "
+                   f"or convert the data first (x.astype(np.{declared.name}))")
+        raise DTypeError(
+            f"{self.origin}: parameter '{name}' is declared '{decl.strip()}' ({declared}) but "
+            f"receives {what}; OpenCL C muscles are not converted implicitly: {fix}")
 
     def _accesses(self, kinds):
         accesses: dict = {}
@@ -302,6 +382,21 @@ class CFunction:
             fc.enter_loop(None)
             fc.exit_loop()
         return fc.result()
+
+
+def _checked_macro(name: str, acc: Accessor, fmt: dict, bounds) -> str:
+    """``SKELPY_GETC_<name>(s0, s1, i0, i1)``: the read with its indices checked at sites
+    s0, s1 (an array that may be empty reads 0 instead)."""
+    fmt = dict(fmt)
+    calls = []
+    for j, (lo, hi) in enumerate(bounds):
+        calls.append(check_call(f"((long)(i{j}))", lo, hi, f"(s{j})"))
+        fmt[f"i{j}"] = f"({calls[-1]})"
+    read = acc.read.format(**fmt)
+    if not acc.offsets:
+        nonempty = " && ".join(f"({hi}) > ({lo})" for lo, hi in bounds)
+        read = f"(({nonempty}) ? {read} : ({', '.join(calls)}, ({c_type(acc.dtype)})0))"
+    return f"#define SKELPY_GETC_{name}(s0, s1, i0, i1) {read}"
 
 
 def _macro_args(s: str, pos: int) -> list[str]:

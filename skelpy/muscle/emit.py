@@ -18,6 +18,7 @@ import numpy as np
 
 from ..dtypes import c_type, storage_c_type
 from .c_ops import CCode
+from .checks import ALL, OFFSETS, Site, check_call, register
 from .dtyping import BOOL, CMPOPS, FLOAT64, INT64, c_literal
 from .params import IndexPoint, Scalar, scalar_arguments
 from .source import MISSING
@@ -53,8 +54,10 @@ class EmitContext:
     """All the state of emitting one body; the emitters are stateless functions."""
 
     def __init__(self, body: TypedBody, weak: WeakTypes, names: dict[str, str], c_name: str,
-                 out_dtype: np.dtype):
+                 out_dtype: np.dtype, checks: str | None = None):
         self.body = body
+        self.checks = checks                    # the level of checked reads (checks.py)
+        self.checked = False                    # a read is checked: takes the check buffer
         self.weak = weak
         self.names = names                      # Python name -> C name
         self.c_name = c_name
@@ -79,9 +82,10 @@ class EmitContext:
 
 
 def emit_body(body: TypedBody, weak: WeakTypes, names: dict[str, str], c_name: str,
-              out_dtype: np.dtype) -> EmitContext:
-    """Emit the statements of ``body``; the context holds the lines and what they need."""
-    cx = EmitContext(body, weak, names, c_name, out_dtype)
+              out_dtype: np.dtype, checks: str | None = None) -> EmitContext:
+    """Emit the statements of ``body``; the context holds the lines and what they need.
+    ``checks``: which reads go through ``skp_check`` (see checks.py)."""
+    cx = EmitContext(body, weak, names, c_name, out_dtype, checks)
     emit_block(cx, body.function.body, 1)
     return cx
 
@@ -135,20 +139,65 @@ def _subscript(cx: EmitContext, node, note, mat):
         dt = cx.weak.array_dtype(arr)
         cx.used_arrays[arr.key] = arr
         i = emit_operand(cx, operands(cx.weak, node, mat).items[0])
+        n = len(arr.values)
+        if cx.checks == ALL and cx.body.const(meaning.index) is NO_CONST:
+            site = Site(cx.body.function.where(node), ast.unparse(node), "index",
+                        f"the captured sequence '{ast.unparse(node.value)}' of {n} elements")
+            i = _checked(cx, i, f"{-n}L", f"{n}L", site)
         cx.code.clib.widx()
-        code = f"{cx.array_name(arr)}[skelpy_widx({i}, {len(arr.values)}L)]"
+        code = f"{cx.array_name(arr)}[skelpy_widx({i}, {n}L)]"
         if dt == BOOL:
             code = f"((bool){code})"
         return code, dt
     if isinstance(meaning, AccessorRead):
-        k = meaning.param.kind
-        fmt = {"name": cx.names[meaning.param.name], "ctype": c_type(k.dtype),
-               "stype": storage_c_type(k.dtype)}
-        for j, o in enumerate(operands(cx.weak, node, mat).items):
-            fmt[f"i{j}"] = f"({emit_operand(cx, o)})"
-        cx.code.features.op("reads")
-        return k.read.format(**fmt), k.dtype
+        return _accessor_read(cx, node, meaning, mat)
     return _attribute(cx, meaning)
+
+
+_INDEX_NAMES = {1: ("index",), 2: ("row index", "column index")}
+_OFFSET_NAMES = {1: ("offset",), 2: ("row offset", "column offset")}
+
+
+def _accessor_read(cx: EmitContext, node, meaning: AccessorRead, mat):
+    """``p[i]``/``p[i, j]`` through the accessor's read template. Indices into arrays and
+    rows count from the end when they are negative constants (as in Python); with checks,
+    an index that may be out of range goes through ``skp_check`` (see checks.py), and a read
+    of an array that may be empty reads 0 instead (``skp_check`` has no index to give it)."""
+    param = meaning.param
+    k = param.kind
+    name = cx.names[param.name]
+    fmt = {"name": name, "ctype": c_type(k.dtype), "stype": storage_c_type(k.dtype)}
+    bounds = k.index_bounds(name)
+    wanted = cx.checks == ALL or (cx.checks == OFFSETS and k.offsets)
+    labels = (_OFFSET_NAMES if k.offsets else _INDEX_NAMES).get(k.ndim, ())
+    checked = []
+    for j, o in enumerate(operands(cx.weak, node, mat).items):
+        code = emit_operand(cx, o)
+        value = cx.body.const(o.node)
+        constant = value is not NO_CONST
+        if bounds is not None and constant and not k.offsets and int(value) < 0:
+            code = f"({bounds[j][1]}) + ({code})"          # Python's "from the end"
+        if wanted and bounds is not None and not (constant and k.offsets):
+            what = (f"the neighbourhood '{param.name}'" if k.offsets
+                    else f"'{param.name}'")
+            site = Site(cx.body.function.where(node), ast.unparse(node),
+                        labels[j] if j < len(labels) else f"index {j}", what, k.offsets)
+            code = _checked(cx, code, bounds[j][0], bounds[j][1], site)
+            checked.append(code)
+        fmt[f"i{j}"] = f"({code})"
+    cx.code.features.op("reads")
+    read = k.read.format(**fmt)
+    if checked and not k.offsets:
+        # an empty array has no index to read instead: its checks fail, and 0 is read
+        nonempty = " && ".join(f"({hi}) > ({lo})" for lo, hi in bounds)
+        read = f"(({nonempty}) ? {read} : ({', '.join(checked)}, ({c_type(k.dtype)})0))"
+    return read, k.dtype
+
+
+def _checked(cx: EmitContext, code: str, lo: str, hi: str, site: Site) -> str:
+    cx.checked = True
+    cx.code.clib.check()
+    return check_call(code, lo, hi, register(site))
 
 
 def _binop_code(cx: EmitContext, node, op: str, right, t, mat):
@@ -297,6 +346,8 @@ def _helper(cx: EmitContext, node, call: HelperCall, mat):
         else:
             args.extend(scalar_arguments(k, cx.names[a.id]))
     cx.helpers[use.c_name] = tm
+    if tm.checked:
+        cx.checked = True                       # its redirect macro passes skp_dbg on
     cx.code.features.add(tm.features)
     if tm.uses_fp64:
         cx.code.fp64 = True

@@ -50,7 +50,12 @@ class Accessor:
     ``attrs`` maps Python attribute spellings to C expression templates; the keys the
     translator understands are ``"len"`` (``len(p)``), ``"size"`` (``p.size``), ``"shape0"``,
     ``"shape1"`` (``p.shape[0]``, ``p.shape[1]``).
-    ``kind`` is informational ("array", "neighbourhood", "row") and feeds the features.
+    ``kind`` is "array", "neighbourhood" or "row"; it feeds the features, and says what an
+    index means: an index into an array or a row (a negative constant counts from the end, as
+    in Python) or an offset into a neighbourhood (``nb[-1, 0]`` is the neighbour above).
+    ``bounds`` gives, per index, C templates of its valid range ``[lo, hi)`` for checked
+    reads (see checks.py); by default an array's or row's are ``0`` to its ``len``/``shape``
+    attributes, and a neighbourhood's must be given.
     """
 
     dtype: np.dtype
@@ -59,14 +64,33 @@ class Accessor:
     read: str
     attrs: Mapping[str, str] = field(default_factory=dict)
     kind: str = "array"
+    bounds: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", check_dtype(self.dtype))
         object.__setattr__(self, "attrs", dict(self.attrs))
+        object.__setattr__(self, "bounds", tuple(tuple(b) for b in self.bounds))
 
     def __hash__(self):
         return hash((self.dtype, self.ndim, self.c_params, self.read,
-                     tuple(sorted(self.attrs.items())), self.kind))
+                     tuple(sorted(self.attrs.items())), self.kind, self.bounds))
+
+    @property
+    def offsets(self) -> bool:
+        """Whether its indices are offsets (a neighbourhood), not positions in an array."""
+        return self.kind == "neighbourhood"
+
+    def index_bounds(self, name: str) -> list[tuple[str, str]] | None:
+        """The valid range ``[lo, hi)`` of each index as C expressions for a parameter called
+        ``name``, or None when unknown (its reads are then not checked)."""
+        bounds = self.bounds
+        if not bounds and not self.offsets:
+            keys = ("len",) if self.ndim == 1 else ("shape0", "shape1")
+            if all(k in self.attrs for k in keys):
+                bounds = tuple(("0", self.attrs[k]) for k in keys)
+        if len(bounds) != self.ndim:
+            return None
+        return [(self.fill(lo, name), self.fill(hi, name)) for lo, hi in bounds]
 
     def fill(self, template: str, name: str) -> str:
         return template.format(name=name, ctype=c_type(self.dtype),

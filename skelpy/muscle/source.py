@@ -20,7 +20,9 @@ import os
 import re
 import textwrap
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..errors import TranslationError
 from . import funcs as F
@@ -133,8 +135,10 @@ def _find_def(parsed: _ParsedFile, code: types.CodeType) -> ast.FunctionDef | No
 class PyFunction:
     """A Python function with its parsed AST and the namespaces its names resolve in.
 
-    It holds the code object and globals, not the function itself, so that caching a muscle
-    per function (weakly keyed) does not keep the function alive."""
+    It holds the code object, globals and closure cells, not the function itself, so that
+    caching a muscle per function (weakly keyed) does not keep the function alive. Names are
+    looked up when asked (:meth:`lookup`), so a later look-up sees the values of that moment
+    (``captures.py`` tells whether they changed)."""
 
     code: types.CodeType
     globals: dict
@@ -144,7 +148,7 @@ class PyFunction:
     firstline: int
     param_names: list[str]
     body: list[ast.stmt]
-    closure: dict[str, object] = field(default_factory=dict)
+    closure: dict[str, object] = field(default_factory=dict)    # name -> its cell
 
     def where(self, node: ast.AST | None = None) -> str:
         line = getattr(node, "lineno", None) or self.firstline
@@ -181,10 +185,26 @@ class PyFunction:
                     targets(n.target)
         return names
 
+    def reader(self, name: str) -> Callable[[], object]:
+        """A cheap callable giving ``lookup(name)`` again later (for ``captures.py``): one
+        dictionary look-up, in the namespace the name was found in. (A builtin shadowed by a
+        new global, or a closure cell emptied, is seen as a change.)"""
+        cell = self.closure.get(name)
+        if cell is not None:
+            return partial(_cell_value, cell)
+        g = self.globals
+        if name in g:
+            return partial(g.get, name, MISSING)
+        return partial(g.get, name, self.lookup(name))
+
     def lookup(self, name: str):
         """The object a free name refers to (closure, then globals, then builtins)."""
-        if name in self.closure:
-            return self.closure[name]
+        cell = self.closure.get(name)
+        if cell is not None:
+            try:
+                return cell.cell_contents
+            except ValueError:
+                return MISSING
         g = self.globals
         if name in g:
             return g[name]
@@ -192,6 +212,13 @@ class PyFunction:
         b = b if isinstance(b, dict) else vars(b)
         if name in b:
             return b[name]
+        return MISSING
+
+
+def _cell_value(cell) -> object:
+    try:
+        return cell.cell_contents
+    except ValueError:
         return MISSING
 
 
@@ -237,13 +264,7 @@ def parse_function(fn) -> PyFunction:
             "cannot find the source of this function (muscles must be defined in a file or "
             "notebook cell, not typed at a bare interpreter or built with exec); pass OpenCL C "
             "source instead", origin=origin, construct="source")
-    closure = {}
-    if fn.__closure__:
-        for var, cell in zip(code.co_freevars, fn.__closure__):
-            try:
-                closure[var] = cell.cell_contents
-            except ValueError:
-                closure[var] = MISSING
+    closure = dict(zip(code.co_freevars, fn.__closure__ or ()))
     if isinstance(node, ast.Lambda):
         body: list[ast.stmt] = [ast.Return(value=node.body, lineno=node.body.lineno,
                                            col_offset=node.body.col_offset,
@@ -308,15 +329,3 @@ def as_function(fn):
     out = ns[c_ident(label)]
     _SYNTH[fn] = out
     return out
-
-
-def closure_key(fn: types.FunctionType) -> tuple:
-    """What makes two function objects the same muscle: code and closure cell contents."""
-    cells = fn.__closure__ or ()
-    out = []
-    for c in cells:
-        try:
-            out.append(id(c.cell_contents))
-        except ValueError:
-            out.append(None)
-    return (fn.__code__, tuple(out))

@@ -4,7 +4,9 @@ A name is a parameter (an accessor, an index point, or a scalar, which is a loca
 like any other), a local, or an object captured from the function's closure or globals: a
 module, a math/NumPy function, a cast (``int``, ``np.float32``), a plain Python function
 (translated as a helper), a constant number, or a tuple/list/1-D array of numbers (a
-``__constant`` table). :class:`Scope` answers "what is this name" for one specialisation.
+``__constant`` table). :class:`Scope` answers "what is this name" for one specialisation,
+and records every captured name it resolved (``captures.py``), so that a muscle can tell when
+one of them changed.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 import ast
 import types
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from ..dtypes import check_dtype
 from ..errors import SkelpyError, TranslationError
 from . import funcs as F
+from .captures import Capture
 from .cnames import c_ident
 from .dtyping import INT64, Ty, fits, result_type, ty_of_value
 from .params import Accessor, IndexPoint
@@ -100,6 +104,7 @@ class Scope:
     scalar_params: dict[str, int]
     locals: set[str]
     arrays: dict[int, ConstArray] = field(default_factory=dict)
+    captures: dict[tuple, Capture] = field(default_factory=dict)   # what it read, to check
 
     @classmethod
     def of(cls, function: PyFunction, kinds: tuple) -> Scope:
@@ -126,11 +131,18 @@ class Scope:
                 return self.index_params[n]
             if n in self.locals:
                 return None
-            return self.classify(self.function.lookup(n), node, n)
+            obj = self.function.lookup(n)
+            if ("name", n) not in self.captures:
+                self.captures["name", n] = Capture(self.function.reader(n), obj)
+            return self.classify(obj, node, n)
         if isinstance(node, ast.Attribute):
             base = self.symbol(node.value)
             if isinstance(base, ModuleRef):
                 obj = getattr(base.module, node.attr, MISSING)
+                key = ("attr", base.module.__name__, node.attr)
+                if key not in self.captures:
+                    self.captures[key] = Capture(partial(getattr, base.module, node.attr,
+                                                         MISSING), obj)
                 if obj is MISSING:
                     raise self.err(node, f"module '{base.module.__name__}' has no attribute "
                                          f"'{node.attr}'", "unknown name")

@@ -25,12 +25,14 @@ from .typed_muscle import TypedMuscle
 from .weak import resolve_weak
 
 
-def translate(body: TypedBody, out_override: np.dtype | None, c_name: str) -> TypedMuscle:
-    """C function ``c_name`` computing ``body`` (returning ``out_override`` if given)."""
+def translate(body: TypedBody, out_override: np.dtype | None, c_name: str,
+              checks: str | None = None) -> TypedMuscle:
+    """C function ``c_name`` computing ``body`` (returning ``out_override`` if given), its
+    reads checked at level ``checks`` (see checks.py)."""
     out_dtype, return_dtype = result_dtypes(body.ret_ty, out_override)
-    weak = resolve_weak(body, c_name, return_dtype)
+    weak = resolve_weak(body, c_name, return_dtype, checks)
     renamed = [n for n in body.scope.scalar_params if not body.is_direct_param(n)]
     names, incoming = c_names(c_name, body.function.param_names, body.kinds, body.var_types,
                               renamed)
-    emitted = emit_body(body, weak, names, c_name, out_dtype)
+    emitted = emit_body(body, weak, names, c_name, out_dtype, checks)
     return assemble(body, emitted, incoming, analyse(body))

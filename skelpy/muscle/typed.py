@@ -157,7 +157,8 @@ class HelperMuscle(Protocol):
 
     def typed_body(self, kinds: tuple) -> TypedBody: ...
 
-    def specialise(self, kinds, out_dtype=None, c_name: str = "skelpy_f"): ...
+    def specialise(self, kinds, out_dtype=None, c_name: str = "skelpy_f",
+                   checks: str | None = None): ...
 
 
 class RecursiveMuscle(Exception):

@@ -42,7 +42,9 @@ class TypedMuscle:
     ``access_bounds[i]`` describe what accessor parameter ``i`` reads (see ``access.py``);
     ``read_sites[i]`` lists its reads in source order (the muscle's own first, then those in
     functions it calls). ``constant_loops`` are the loops a skeleton may unroll
-    (:meth:`with_unroll_pragmas`)."""
+    (:meth:`with_unroll_pragmas`). A ``checked`` function reads through ``skp_check`` and
+    takes the check buffer ``skp_dbg`` first; the macro after it adds that argument to every
+    call, so callers compile unchanged where ``skp_dbg`` is in scope (checks.py)."""
 
     c_name: str
     source: str
@@ -59,6 +61,7 @@ class TypedMuscle:
     param_names: list[str] = field(default_factory=list)
     constant_loops: tuple[ConstantLoop, ...] = ()
     read_sites: dict[int, tuple[ReadSite, ...]] = field(default_factory=dict)
+    checked: bool = False             # takes the check buffer first (see checks.py)
 
     @property
     def out_c_type(self) -> str:

@@ -84,8 +84,10 @@ class WeakTypes:
     specialisation (muscle, kinds, out dtype) its C name; it keeps every name handed out, as
     the C names of helpers depend on the order they were first met in."""
 
-    def __init__(self, body: TypedBody, c_name: str, return_dtype: np.dtype):
+    def __init__(self, body: TypedBody, c_name: str, return_dtype: np.dtype,
+                 checks: str | None = None):
         self.body = body
+        self.checks = checks                    # helpers are specialised with the same checks
         self.c_name = c_name
         self.return_dtype = return_dtype
         self.resolved: dict[str, np.dtype | None] = {}
@@ -231,7 +233,7 @@ class WeakTypes:
                 cname = f"{cname}{len(self.helper_names)}"
             self.helper_names[key] = cname
         try:
-            tm = m.specialise(call.kinds, out_dtype=out, c_name=cname)
+            tm = m.specialise(call.kinds, out_dtype=out, c_name=cname, checks=self.checks)
         except RecursiveMuscle:
             raise self.body.function.error(node, f"recursive call to '{m.name}' is not "
                                                  "supported in a muscle", "recursion") from None
@@ -269,9 +271,10 @@ class WeakTypes:
         return new
 
 
-def resolve_weak(body: TypedBody, c_name: str, return_dtype: np.dtype) -> WeakTypes:
+def resolve_weak(body: TypedBody, c_name: str, return_dtype: np.dtype,
+                 checks: str | None = None) -> WeakTypes:
     """Resolve the weak values of ``body`` whose returns are computed in ``return_dtype``."""
-    wt = WeakTypes(body, c_name, return_dtype)
+    wt = WeakTypes(body, c_name, return_dtype, checks)
     if not wt.weak_keys():
         return wt  # nothing to resolve
     for _ in range(32):

@@ -53,6 +53,7 @@ from .arguments import (
     extra_kernel_params,
 )
 from .base import Skeleton, checked_signature
+from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import check_identity, device_options, identity_value, local_budget
 from .fold_muscle import arithmetic_kind
 from .kernel_source import SourceBuilder
@@ -207,6 +208,7 @@ class AllPairs(Skeleton):
     @checked_signature
     def __call__(self, A, B, *extras, params: Mapping | None = None) -> Matrix:
         """C[i, j] for every row i of A and row j of B; stays on the device until read."""
+        self._ready()
         a, b, (n, m, d), plan, extras_desc, extras_val = self._signature(A, B, extras)
         forced = self._check_params_arg(params)
         dataset = _dataset(plan, n, m, d)
@@ -224,6 +226,9 @@ class AllPairs(Skeleton):
             if not self.generic:
                 fixed.append(identity_value(self.identity, acc, self.origin))
             tail = extra_kernel_args(extras_desc, extras_val, plan.muscle, 2, rt, self.origin)
+            checks = check_buffer(plan, rt)
+            if checks is not None:
+                tail.append(checks.buffer)
         chunk = math.isqrt(d)      # elements per chunk of a blocked float fold (allpairs.cl)
         launched = {}
         budget = local_budget(rt)
@@ -254,6 +259,8 @@ class AllPairs(Skeleton):
 
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        if checks is not None:
+            checks.raise_if_failed(self.origin)
         self._chosen(choice, outcome.result)
         return outcome.result
 
@@ -313,13 +320,16 @@ class AllPairs(Skeleton):
             f"#define SKP_A_T {c_type(a_dt)}",
             f"#define SKP_B_T {c_type(b_dt)}",
         ]
+        checks = self._checks()
         if self.generic:
             tm_l = main.specialise([row_accessor(a_dt, "local"), row_accessor(b_dt, "local"),
-                                    *ex_kinds], c_name="skp_f_local")
+                                    *ex_kinds], c_name="skp_f_local", checks=checks)
             tm_g = main.specialise([row_accessor(a_dt, "global"), row_accessor(b_dt, "global"),
-                                    *ex_kinds], c_name="skp_f_global")
+                                    *ex_kinds], c_name="skp_f_global", checks=checks)
             acc = check_dtype(self.out_dtype or tm_g.out_dtype, self.origin)
             decl_ex, call_ex = extra_kernel_params(extras_desc, tm_g, 2)
+            if tm_g.checked or tm_l.checked:
+                decl_ex.append(DEBUG_PARAM)
             tail = "".join(", " + x for x in call_ex)
             header = common + [
                 f"#define SKP_ACC {c_type(acc)}",
@@ -336,10 +346,14 @@ class AllPairs(Skeleton):
             muscles = tm_l.source + "\n" + tm_g.source
             features = feature_dict(tm_g)
         else:
-            z = main.specialise([Scalar(a_dt), Scalar(b_dt), *ex_kinds], c_name="skp_zip")
+            z = main.specialise([Scalar(a_dt), Scalar(b_dt), *ex_kinds], c_name="skp_zip",
+                                checks=checks)
             acc = check_dtype(self.out_dtype or z.out_dtype, self.origin)
-            r = self.muscle.specialise((Scalar(acc), Scalar(acc)), c_name="skp_red")
+            r = self.muscle.specialise((Scalar(acc), Scalar(acc)), c_name="skp_red",
+                                       checks=checks)
             decl_ex, call_ex = extra_kernel_params(extras_desc, z, 2)
+            if z.checked or r.checked:
+                decl_ex.append(DEBUG_PARAM)
             tail = "".join(", " + x for x in call_ex)
             header = common + [
                 f"#define SKP_ACC {c_type(acc)}",

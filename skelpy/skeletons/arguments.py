@@ -209,8 +209,8 @@ def input_muscle_kinds(inputs: Sequence[Input], extras: Sequence, n_params: int
                        ) -> tuple[list, int]:
     """The muscle's parameter kinds for ``inputs`` then ``extras``, and how many of them the
     inputs give. An IndexMatrix gives ``row, col`` when the muscle takes exactly two
-    parameters besides the extras, else one index point."""
-    split = n_params == 2 + len(extras)
+    parameters besides the extras and the other inputs' elements, else one index point."""
+    split = n_params == 2 + len(extras) + len(inputs) - 1
     kinds: list = []
     for inp in inputs:
         kinds += inp.muscle_kinds(split)

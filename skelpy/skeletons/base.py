@@ -19,6 +19,7 @@ import numpy as np
 from .. import runtime as _rt
 from .. import tuner
 from ..containers import Container, IndexSpace, as_container
+from ..debug import STATE as DEBUG
 from ..dtypes import check_dtype
 from ..errors import (
     CallError,
@@ -30,6 +31,7 @@ from ..errors import (
     SkelpyError,
 )
 from ..muscle import Muscle
+from ..muscle.checks import ALL as ALL_CHECKS
 from .plan import Plan
 
 
@@ -68,7 +70,50 @@ class Skeleton:
         self.out_dtype = None if out_dtype is None else self._dtype_arg(out_dtype)
         self._last_launch: _rt.Launch | None = None
         self._pending_launch: tuple | None = None
-        self._plans: dict[tuple, Plan] = {}
+        # plans of normal calls, and of debug mode's checked kernels (never mixed)
+        self._plans_by_mode: tuple[dict[tuple, Plan], dict[tuple, Plan]] = ({}, {})
+
+    @property
+    def _plans(self) -> dict[tuple, Plan]:
+        """The plans of the current mode (debug mode builds checked kernels)."""
+        return self._plans_by_mode[DEBUG.on]
+
+    @staticmethod
+    def _checks() -> str | None:
+        """The level of checked reads the muscles of a new plan are translated with."""
+        return ALL_CHECKS if DEBUG.on else None
+
+    def _ready(self):
+        """Called first in every call: drops what was built from captured values that have
+        changed since (the muscle's :meth:`~skelpy.muscle.Muscle.version` moved on), and
+        returns the repeat-call launcher to try (None in debug mode, whose calls always take
+        the full, checked path)."""
+        watch = self._watch
+        if watch is None:
+            watch = self._watch = tuple((m, m.version()) for m in self._own_muscles())
+        for muscle, generation in watch:
+            if muscle.generation != generation or muscle.stale():
+                self._renew()
+                break
+        return None if DEBUG.on else self._fast
+
+    _fast = None
+    _watch: tuple | None = None      # (muscle, its generation) of the Python muscles used
+
+    def _own_muscles(self) -> list[Muscle]:
+        found = [self.muscle, getattr(self, "zip_muscle", None), getattr(self, "map_muscle",
+                                                                          None)]
+        return [m for m in found if m is not None and not m.is_c]
+
+    def _renew(self) -> None:
+        """Forget every plan, launcher and cached host-side fact built from the muscles."""
+        self._plans_by_mode = ({}, {})
+        for name in ("_fast", "_temporal_plans"):
+            self.__dict__.pop(name, None)
+        derived = self.__dict__.get("_commutative_cache")
+        if derived is not None:
+            derived.clear()
+        self._watch = tuple((m, m.version()) for m in self._own_muscles())
 
     @property
     def last_launch(self) -> _rt.Launch | None:
@@ -101,6 +146,7 @@ class Skeleton:
         """The OpenCL C program a call with these arguments builds: the generated source with
         the launch parameters of the point the call would use (``params=`` forces them, as in
         a call) written as ``#define`` lines in front. Nothing is launched."""
+        self._ready()
         plan, dataset = self._describe(args, **call_options)
         rt = _rt.current()
         forced = self._check_params_arg(params)
@@ -171,8 +217,13 @@ class Skeleton:
         req = tuner.TuningRequest(
             skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
             space=plan.space(rt), dataset=dataset, features=plan.features,
-            forced=params, run=run, origin=self.origin)
+            forced=params, run=run, origin=self.origin,
+            prepare=lambda points: plan.prebuild(rt, points))
         try:
+            if DEBUG.on and plan.checked:
+                # debug kernels are slower on purpose: never measured, never in the store
+                with tuner.tuning("off"):
+                    return tuner.execute(req)
             return tuner.execute(req)
         except ParameterError as exc:
             message = str(exc)

@@ -3,12 +3,13 @@
 Both are the same kernel (``kernels/elementwise.cl``) over one or two inputs; the inputs may
 be Vectors, Matrices, ndarrays or index spaces, and extra arguments follow them. Tunable
 launch parameters: work-group size ``wg``, coarsening ``coarsen`` with ``blocked`` stride
-(interleaved keeps loads coalesced, seed 000), and load/store vector width ``vw``.
+(interleaved keeps loads coalesced, [Magni 2015] §4.3.2), and load/store vector width ``vw``.
 """
 
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from ..containers import (
     Vector,
     empty_like_shape,
 )
+from ..containers import array_surface as _surface
 from ..dtypes import storage_c_type
 from ..errors import DTypeError, ShapeError
 from ..tuner.space import Param, ParamSpace, pow2_range
@@ -41,6 +43,7 @@ from .arguments import (
     scalar_converter,
 )
 from .base import Skeleton, check_same_shape, checked_signature
+from .check_buffer import DEBUG_PARAM, check_buffer
 from .kernel_source import SourceBuilder
 from .limits import MAX_COARSEN, Legality, Rule, at_least, at_most, check_output, one_of
 from .plan import Plan, feature_dict
@@ -66,7 +69,10 @@ class ElementwisePlan(Plan):
     def make_space(self, rt: _rt.Runtime) -> tuple[ParamSpace, Legality]:
         """The legal launch points of this kernel on ``rt``'s device."""
         dev = rt.device
-        kmax = rt.kernel_max_work_group_size(self.kernel(rt, dict(_BASE_POINT)))
+        # asked of the default point's program, which the first call then reuses (the base
+        # point's would be a second build of every new kernel)
+        kmax = rt.kernel_max_work_group_size(
+            self.kernel(rt, {**_BASE_POINT, "vw": self.vw_default}))
         wmax = min(dev.max_work_group_size, kmax, dev.max_work_item_sizes[0])
         params = [
             Param("wg", pow2_range(1, wmax), doc="work-group size"),
@@ -95,14 +101,26 @@ class ElementwisePlan(Plan):
 class _Elementwise(Skeleton):
     n_inputs = 1
     _fast = None       # the repeat-call launcher of the latest settled call (see _make_fast)
+    deferrable = True  # inside ``sk.lazy()`` a call may become a pending value (skelpy.array)
+
+    def __init__(self, f, *, out_dtype=None):
+        super().__init__(f, out_dtype=out_dtype)
+        #: The Python muscle function (None for OpenCL C source): a deferred call's result
+        #: is fused by calling it from the consumer's kernel (``skelpy.array.chains``).
+        self.function = f if isinstance(f, types.FunctionType) else \
+            getattr(f, "_skelpy_fn", None)
 
     def __call__(self, *args, params: Mapping | None = None, out_dtype=None, **unknown):
         """Apply the muscle to every element; the result stays on the device."""
         if unknown:
             raise self._unexpected(unknown, "(*containers, *extras, params=None, "
                                    "out_dtype=None)")
+        fast = self._ready()        # every call: captured values changed? debug mode?
         if params is None and out_dtype is None:
-            fast = self._fast
+            if _surface.lazy_calls and self.deferrable:
+                out = _surface.array_backend().defer(self, args)
+                if out is not None:
+                    return out
             if fast is not None:
                 out = fast(args)
                 if out is not None:
@@ -117,6 +135,11 @@ class _Elementwise(Skeleton):
     def _describe(self, args, out_dtype=None):
         plan, _inputs, shape, _descs, _vals = self._signature(args, out_dtype)
         return plan, _dataset(plan, shape)
+
+    def result_dtype(self, *args) -> np.dtype:
+        """The dtype a call with these arguments returns; the arguments are checked (and the
+        muscle specialised) as a call does, so errors are the call's. Nothing runs."""
+        return self._signature(args, None)[0].out_dtype
 
     def _signature(self, args, out_dtype):
         """Classify a call's arguments: (plan, inputs, shape, extra kinds, extra values)."""
@@ -157,6 +180,9 @@ class _Elementwise(Skeleton):
                 fixed += kind.kernel_args(c, rt)
             fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle,
                                        plan.n_muscle_inputs, rt, self.origin)
+            checks = check_buffer(plan, rt)
+            if checks is not None:
+                fixed.append(checks.buffer)
         launched = {}
 
         def run(point):
@@ -171,9 +197,11 @@ class _Elementwise(Skeleton):
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         out.mark_device_written()
         self._record(outcome, launched["g"], launched["l"])
+        if checks is not None:
+            checks.raise_if_failed(self.origin)
         self._chosen(choice, out)
         if forced is None and out_dtype is None and outcome.ticket is not None \
-                and choice is None:
+                and choice is None and checks is None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
                                          launched["g"], launched["l"])
         return out
@@ -281,7 +309,8 @@ class _Elementwise(Skeleton):
                 f"the muscle takes {self.muscle.n_params} parameter(s) but this call supplies "
                 f"{len(kinds)} ({n_muscle_inputs} from the input container(s) and {n_extra} "
                 "extra argument(s))")
-        tm = self.muscle.specialise(kinds, out_dtype=out_dtype, c_name="skp_muscle")
+        tm = self.muscle.specialise(kinds, out_dtype=out_dtype, c_name="skp_muscle",
+                                    checks=self._checks())
         decl_in, call_in, vload, call_v = [], [], [], []
         for k, inp in enumerate(inputs):
             decl_in += inp.declarations(k)
@@ -291,7 +320,7 @@ class _Elementwise(Skeleton):
                 vload.append(load)
             call_v.append(inp.vector_read(k, "i", "c"))
         decl_ex, call_ex = extra_kernel_params(extras_desc, tm, n_muscle_inputs)
-        decls = decl_in + decl_ex
+        decls = decl_in + decl_ex + ([DEBUG_PARAM] if tm.checked else [])
         names = [_decl_name(x) for x in decls]
         loaded = [inp.data_dtype for inp in inputs if inp.data_dtype is not None]
         source = (SourceBuilder("elementwise")
@@ -377,6 +406,7 @@ class ZipN(_Elementwise):
     a Map like any other."""
 
     kind = "map"
+    deferrable = False          # it IS the fused kernel
 
     def __init__(self, f, n_inputs: int, *, out_dtype=None, description: str = ""):
         super().__init__(f, out_dtype=out_dtype)

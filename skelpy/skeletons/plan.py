@@ -14,7 +14,8 @@ dropped lets its programs go.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +54,11 @@ class Plan:
     @property
     def uses_fp64(self) -> bool:
         return self.source.uses_fp64
+
+    @property
+    def checked(self) -> bool:
+        """Whether the kernel checks its reads and takes a check buffer (check_buffer.py)."""
+        return any(getattr(tm, "checked", False) for tm in self.muscles if tm is not None)
 
     @property
     def muscle(self):
@@ -103,6 +109,22 @@ class Plan:
         if plain:
             self._last = (point, rt, k)
         return k
+
+    def prebuild(self, rt: _rt.Runtime, points: Sequence[Mapping]) -> None:
+        """Build the programs of ``points`` into the runtime's cache (a sweep's ``prepare``
+        hook, a chunk at a time): on a GPU in parallel threads (clBuildProgram releases the
+        GIL; the runtime builds different programs at once); a CPU's OpenCL compiler runs on
+        the cores that would run the threads, so there they build one by one."""
+        todo = list(dict.fromkeys(self.options(rt, p) for p in points))
+        if len(todo) > 1 and rt.device.kind == "gpu":
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(8, len(todo), os.cpu_count() or 1)) as pool:
+                list(pool.map(lambda o: rt.build(self.source.text, o, origin=self.origin,
+                                                 owner=self), todo))
+            return
+        for opts in todo:
+            rt.build(self.source.text, opts, origin=self.origin, owner=self)
 
     def program_text(self, rt: _rt.Runtime, point: Mapping) -> str:
         """The program a launch at ``point`` builds, its options written as ``#define``s."""

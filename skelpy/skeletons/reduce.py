@@ -6,12 +6,12 @@ integers accumulates in int64/uint64 as ``np.sum`` does, any other muscle in the
 ``f(acc, x)`` at its fixed point, and ``dtype=`` chooses it outright (then integers wrap exactly
 as ``np.add.reduce(x, dtype=dtype)`` does). An empty input (or axis) gives ``identity``.
 
-**Fusion decision.** Map results in skelpy are real device containers, computed when Map is
-called, so ``Reduce(Map(...)(x))`` cannot be fused after the fact without turning every Map into
-a deferred expression (changing when kernels run and where errors surface). Instead, as in
-SkePU, the fused form is explicit: ``MapReduce(map_f, reduce_f, identity)(x, y, *extras)``
-applies ``map_f`` to the elements and folds the results in ONE kernel launch, never storing the
-mapped values; a dot product is ``MapReduce(lambda a, b: a * b, lambda a, b: a + b, 0)(x, y)``.
+**Fusion.** ``MapReduce(map_f, reduce_f, identity)(x, y, *extras)`` applies ``map_f`` to the
+elements and folds the results in ONE kernel launch, never storing the mapped values; a dot
+product is ``MapReduce(lambda a, b: a * b, lambda a, b: a + b, 0)(x, y)``. Map results are
+computed when Map is called, except inside ``with sk.lazy():``, where they stay pending as
+array expressions do; ``Reduce`` of a pending value (an expression, or such a Map result)
+runs as that MapReduce (``skelpy.array.chains``).
 
 **Kernel** (``kernels/reduce.cl``): every work-item folds several elements (thread coarsening:
 ``items`` per step), the work-group folds in local memory, and the last work-group to finish
@@ -47,7 +47,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import Container, IndexSpace, Vector, empty_like_shape
+from ..containers import Container, IndexSpace, Vector, array_backend, empty_like_shape
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import DTypeError, ShapeError
 from ..muscle import Muscle
@@ -61,6 +61,7 @@ from .arguments import (
     input_muscle_kinds,
 )
 from .base import Skeleton, check_same_shape, checked_signature
+from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import as_scalar, check_identity, identity_value
 from .fold_muscle import dtype_argument, fold_dtype, muscle_is_commutative
 from .kernel_source import SourceBuilder
@@ -142,6 +143,7 @@ class _Reduction(Skeleton):
         return plan, dataset
 
     def _reduce(self, inputs: list, extras: list, params):
+        self._ready()
         plan, shape, axis, extras_desc, extras_val, dataset = self._signature(inputs, extras)
         forced = self._check_params_arg(params)
         outer = 1 if axis is None else shape[1 - axis]
@@ -156,10 +158,15 @@ class _Reduction(Skeleton):
                 fixed += kind.kernel_args(c, rt)
             fixed += extra_kernel_args(extras_desc, extras_val, plan.muscle,
                                        plan.n_muscle_inputs, rt, self.origin)
+            checks = check_buffer(plan, rt)
+            if checks is not None:
+                fixed.append(checks.buffer)
         if axis is None:
             result = self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset)
         else:
             result = self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
+        if checks is not None:
+            checks.raise_if_failed(self.origin)
         self._chosen(choice, result)
         return result
 
@@ -257,11 +264,13 @@ class _Reduction(Skeleton):
                     f"the map muscle takes {map_muscle.n_params} parameter(s) but this call "
                     f"supplies {len(kinds)} ({n_muscle_inputs} from the input container(s) "
                     f"and {n_extra} extra argument(s))")
-            map_tm = map_muscle.specialise(kinds, c_name="skp_map")
+            map_tm = map_muscle.specialise(kinds, c_name="skp_map", checks=self._checks())
             acc = fold_dtype(self.muscle, self._reduce_fn, map_tm.out_dtype, self.out_dtype,
                              self.origin)
             decl_ex, call_ex = extra_kernel_params(extras_desc, map_tm, n_muscle_inputs)
             decls = [d for k, inp in enumerate(inputs) for d in inp.declarations(k)] + decl_ex
+            if map_tm.checked:          # (the reduce muscle runs in helpers: not checked)
+                decls.append(DEBUG_PARAM)
             call = [inp.read(k, "(i)") for k, inp in enumerate(inputs)]
             load = f"(({c_type(acc)})skp_map({', '.join(call + call_ex)}))"
             source.muscle(map_tm)
@@ -316,11 +325,16 @@ class Reduce(_Reduction):
                  commutative: bool | None = None, out_dtype=None):
         super().__init__(f)
         self._reduce_fn = f
+        self.function = f          # the muscle as given (a fused input's MapReduce folds it)
         self._setup(identity, axis, commutative, dtype, out_dtype)
 
     @checked_signature
     def __call__(self, x, *, params: Mapping | None = None) -> np.generic | Vector:
         """Fold all elements (or along ``axis``); a scalar, or a Vector for an axis fold."""
+        if params is None and isinstance(x, Container) and x.is_pending:
+            fused = array_backend().fused_reduce(self, x)   # the input's kernel is the map
+            if fused is not None:
+                return fused
         return self._reduce([self._data_input(x)], [], params)
 
     @checked_signature

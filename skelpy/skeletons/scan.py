@@ -167,6 +167,7 @@ class Scan(Skeleton):
     @checked_signature
     def __call__(self, x, *, params: Mapping | None = None) -> Vector | Matrix:
         """Scan all elements; the result stays on the device until read."""
+        self._ready()
         c = self._data_input(x)
         forced = self._check_params_arg(params)
         plan = self._plan(c)

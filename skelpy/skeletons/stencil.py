@@ -13,11 +13,15 @@ and ``local`` (0/1). The muscle is specialised twice — a fast version for inte
 an edge version whose reads remap indices — because a branch inside every read is what the
 tile design exists to avoid.
 
-OpenCL C muscles take the neighbourhood as their first parameter (declared with any pointer
-type, e.g. ``float func(float* nb)``) and read it with the accessor macro
+OpenCL C muscles take the neighbourhood as their first parameter (declared with the element
+pointer type, e.g. ``float func(float* nb)``) and read it with the accessor macro
 ``SKELPY_GET2(nb, dr, dc)``; extra matrices are read the same way. With constant offsets the
-shape is inferred as for Python muscles; otherwise ``shape=`` is required and offsets are
-clamped into it, because they cannot be checked before run time.
+shape is inferred as for Python muscles; otherwise ``shape=`` is required, and the offsets
+that are not compile-time constants (``nb[0, c]`` with a parameter ``c``, a C loop's index)
+are checked at run time, in every mode: one outside the shape is a BoundsError naming the
+muscle's line and the offset (``muscle/checks.py``). Only such kernels pay for the check
+(a compare per read, and a read-back of a few bytes after the call); stencils with constant
+offsets are checked at construction and run unchanged.
 
 Borders follow scipy.ndimage's rules, periodic for reaches beyond the matrix (as ``np.pad``).
 One difference: scipy's ``correlate`` in ``reflect`` mode reads outside its input when an
@@ -35,16 +39,26 @@ from .. import runtime as _rt
 from ..containers import Matrix, empty_like_shape
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..errors import CallError, DTypeError, ParameterError, ShapeError, TranslationError
+from ..muscle.checks import OFFSETS as OFFSETS_CHECKS
 from ..muscle.params import Scalar, global_array
 from . import stencil_temporal as _temporal
 from .arguments import ScalarArg, classify_extra
 from .base import Skeleton, checked_signature
+from .check_buffer import DEBUG_PARAM
 from .kernel_source import SourceBuilder
 from .limits import check_iterations, check_output
 from .plan import feature_dict
 from .stencil_launch import BoundStencil, merge_launches, place, repeat_launcher
 from .stencil_plan import MatrixExtra, StencilPlan, VectorExtra, nb_extra, nb_input, tile_bytes
-from .stencil_shape import BORDERS, Shape, border_mode, check_cval, cval_literal
+from .stencil_shape import (
+    BORDERS,
+    Shape,
+    border_mode,
+    check_cval,
+    cval_literal,
+    resolve_shape,
+    table_entry,
+)
 
 __all__ = ["Shape", "Stencil", "StencilSequence", "BORDERS", "tile_bytes"]
 
@@ -110,12 +124,11 @@ class Stencil(Skeleton):
         if unknown or m is _NO_INPUT:
             raise self._unexpected(unknown, _CALL) if unknown else CallError(
                 f"{self.origin}: missing the input matrix (the call takes {_CALL})")
-        if iterations == 1 and params is None and out_dtype is None:
-            fast = self._fast
-            if fast is not None:
-                out = fast(m, extras)
-                if out is not None:
-                    return out
+        fast = self._ready()
+        if fast is not None and iterations == 1 and params is None and out_dtype is None:
+            out = fast(m, extras)
+            if out is not None:
+                return out
         iterations = check_iterations(self.origin, iterations)
         forced = self._check_params_arg(params)
         src = self._as_input(m)
@@ -132,7 +145,8 @@ class Stencil(Skeleton):
         cur, launches = self._single_steps(bound, src, extras, iterations, forced, out_dtype, rt)
         self.last_launch = merge_launches(self.kind, launches)
         self._chosen(choice, cur)
-        if iterations == 1 and forced is None and out_dtype is None and choice is None:
+        if iterations == 1 and forced is None and out_dtype is None and choice is None \
+                and not bound.plan.checked:
             self._fast = repeat_launcher(self, bound, m, extras, rt)
         return cur
 
@@ -142,8 +156,10 @@ class Stencil(Skeleton):
         cur: Matrix = src
         spare: Matrix | None = None
         decided: dict = {}
+        steps = {id(bound): bound}
         for _ in range(iterations):
             step = bound if cur.dtype == src.dtype else self._bind(cur, extras, out_dtype)
+            steps.setdefault(id(step), step)
             # Ping-pong: write into the buffer that is not being read (never into the input).
             dst = spare if (spare is not None and spare.dtype == step.out_dtype) else None
             if dst is None:
@@ -152,6 +168,8 @@ class Stencil(Skeleton):
             spare = cur if cur is not src else None
             step.launch(rt, cur, dst, forced, decided, launches)
             cur = dst
+        for step in steps.values():        # checked reads: one read-back per call
+            step.raise_if_failed()
         return cur, launches
 
     def _iterate_temporal(self, bound, src, extras, iterations, forced, out_dtype, rt):
@@ -164,6 +182,9 @@ class Stencil(Skeleton):
         cache = self.__dict__.setdefault("_temporal_plans", {})
         if bound.out_dtype != src.dtype:
             cache[key] = (bound.plan, f"the muscle turns {src.dtype} into {bound.out_dtype}")
+        elif bound.plan.checked:
+            cache[key] = (bound.plan, "its reads are checked at run time (debug mode, or "
+                                      "offsets that are not constants)")
         if key not in cache:
             kinds = {ScalarArg: "scalar", MatrixExtra: "matrix", VectorExtra: "vector"}
             shape = bound.plan.shape
@@ -285,62 +306,39 @@ class Stencil(Skeleton):
         self._resolve_shape(tm, [0])
 
     def _resolve_shape(self, tm, nb_params: Sequence[int]) -> tuple[Shape, bool]:
-        """The shape to use and whether offsets must be clamped (unknown at compile time).
-
-        Raises ShapeError for reads outside a given shape, or when no shape is given and the
-        offsets cannot be inferred."""
-        bounds_all = getattr(tm, "access_bounds", None) or {}
-        accesses_all = getattr(tm, "accesses", None) or {}
-        unknown = False
-        inferred = Shape()
-        for p in nb_params:
-            b = _lookup(bounds_all, p)
-            if b is None:
-                unknown = True
-                continue
-            inferred = inferred.union(Shape.from_bounds(b))
-            if self.shape is not None and not self.shape.contains(b[0][0], b[1][0]) or \
-                    self.shape is not None and not self.shape.contains(b[0][1], b[1][1]):
-                bad = [a for a in (_lookup(accesses_all, p) or [])
-                       if not self.shape.contains(int(a[0]), int(a[1]))]
-                what = "the neighbourhood" if p == 0 else f"extra matrix {p}"
-                shown = ", ".join(f"[{a[0]}, {a[1]}]" for a in bad[:4]) or \
-                    f"rows {b[0][0]}..{b[0][1]}, columns {b[1][0]}..{b[1][1]}"
-                where = _access_line(tm, p, bad)
-                raise ShapeError(
-                    f"{where or self.origin}: the muscle reads {what} at {shown}, outside the "
-                    f"stencil "
-                    f"{self.shape} (north/south = negative/positive row offsets, west/east = "
-                    f"negative/positive column offsets); widen shape= or omit it to infer it")
-        if self.shape is not None:
-            return self.shape, unknown
-        if unknown:
-            raise ShapeError(
-                f"{self.origin}: cannot infer the stencil shape because the muscle reads "
-                "neighbours at offsets that are not constants; pass shape= (an int or "
-                "sk.Shape(north=, south=, east=, west=))")
-        return inferred, False
+        """The shape to use and whether some offsets are known only at run time (see
+        stencil_shape.resolve_shape)."""
+        return resolve_shape(tm, nb_params, self.shape, self.origin)
 
     def _make_plan(self, in_dtype, descs, out_dtype, big: bool) -> StencilPlan:
         self._check_arity(len(descs))
         if self.border == "constant":
             check_cval(self.cval, in_dtype, "the input", self.origin)
+        checks = self._checks()
         tm_fast = self.muscle.specialise(self._kinds(in_dtype, descs, False),
-                                         out_dtype=out_dtype, c_name="skp_muscle_fast")
+                                         out_dtype=out_dtype, c_name="skp_muscle_fast",
+                                         checks=checks)
         mat_params = [k + 1 for k, d in enumerate(descs) if isinstance(d, MatrixExtra)]
         shape, clamp = self._resolve_shape(tm_fast, [0] + mat_params)
+        if clamp and checks is None:
+            # offsets known only at run time: checked there against the shape, in every mode
+            checks = OFFSETS_CHECKS
+            tm_fast = self.muscle.specialise(self._kinds(in_dtype, descs, False),
+                                             out_dtype=out_dtype, c_name="skp_muscle_fast",
+                                             checks=checks)
         # Extra matrices read only at the cell need no remapping in edge groups.
         nb_edge = []
         bounds_all = getattr(tm_fast, "access_bounds", None) or {}
         for k, d in enumerate(descs):
-            b = _lookup(bounds_all, k + 1) if isinstance(d, MatrixExtra) else None
+            b = table_entry(bounds_all, k + 1) if isinstance(d, MatrixExtra) else None
             nb_edge.append(isinstance(d, MatrixExtra) and (b is None or b != ((0, 0), (0, 0))))
         edge_extras = any(nb_edge)
         for k, d in enumerate(descs):
             if nb_edge[k] and self.border == "constant":
                 check_cval(self.cval, d.dtype, f"extra matrix {k + 1}", self.origin)
         tm_edge = self.muscle.specialise(self._kinds(in_dtype, descs, True, nb_edge),
-                                         out_dtype=out_dtype, c_name="skp_muscle_edge")
+                                         out_dtype=out_dtype, c_name="skp_muscle_edge",
+                                         checks=checks)
         out_dt = tm_fast.out_dtype
 
         decls, call_fast, call_edge = [], ["skp_nb, skp_pitch"], \
@@ -365,7 +363,11 @@ class Stencil(Skeleton):
                 call_fast.append(f"{name}, {name}_n")
                 call_edge.append(f"{name}, {name}_n")
 
+        if tm_fast.checked or tm_edge.checked:
+            decls.append(DEBUG_PARAM)
         if clamp:
+            # skp_check keeps offsets in the shape; the clamp stays for the reads it cannot
+            # see (an OpenCL C muscle's helper functions)
             dr = f"clamp((int)(i), -{shape.north}, {shape.south})"
             dc = f"clamp((int)(i), -{shape.west}, {shape.east})"
         else:
@@ -412,28 +414,6 @@ class Stencil(Skeleton):
                            features=features, origin=self.origin, shape=shape,
                            in_dtype=np.dtype(in_dtype),
                            tile_itemsize=storage_dtype(in_dtype).itemsize)
-
-
-def _access_line(tm, param: int, bad) -> str | None:
-    """``file:line (name)`` of the first read of parameter ``param`` at offsets that lie in
-    ``bad``, so that a shape error points at the offending line (None for C muscles, which
-    record no read sites: the error then names the muscle)."""
-    wanted = {(int(a[0]), int(a[1])) for a in bad}
-    for site in tm.read_sites.get(param, ()):
-        if site.offsets in wanted:
-            return f"Stencil({site.where})"
-    return None
-
-
-def _lookup(table, key):
-    if table is None:
-        return None
-    if isinstance(table, Mapping):
-        return table.get(key)
-    try:
-        return table[key]
-    except (IndexError, KeyError, TypeError):
-        return None
 
 
 def _muscle_sources(tm_fast, tm_edge) -> str:
@@ -522,6 +502,8 @@ class StencilSequence:
         ``params``: one dict for every stage, or a list with one dict (or None) per stage."""
         iterations = check_iterations(self.origin, iterations)
         stage_params = self._stage_params(params)
+        for stage in self.stages:
+            stage._ready()
         src = self.stages[0]._as_input(m)
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
@@ -542,6 +524,7 @@ class StencilSequence:
                 dst = empty_like_shape(src.shape, bound.out_dtype, rt)
                 bound.launch(rt, cur, dst, stage._check_params_arg(stage_params[i]), decided,
                              per_stage[i], key=i)
+                bound.raise_if_failed()
                 cur = dst
         self.last_launches = []
         for stage, launches in zip(self.stages, per_stage):

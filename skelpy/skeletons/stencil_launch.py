@@ -17,6 +17,7 @@ from .. import tuner
 from ..containers import Container, Matrix, Vector
 from ..errors import RefusedParameters
 from .arguments import ScalarArg, scalar_converter, scalar_value
+from .check_buffer import CheckBuffer, check_buffer
 from .stencil_plan import MatrixExtra, StencilPlan, tile_bytes
 
 
@@ -31,6 +32,7 @@ class BoundStencil:
         self.shape = shape
         self.out_dtype = plan.out_dtype
         self._extra_args = None
+        self.checks: CheckBuffer | None = None     # a checked kernel's check buffer
         self.last: dict | None = None      # the latest tuned launch (see repeat_launcher)
 
     def extra_args(self, rt) -> list:
@@ -46,8 +48,16 @@ class BoundStencil:
                 else:
                     out.append(v.device_buffer(rt))
                     out.append(np.int64(v.shape[0]))
+            self.checks = check_buffer(self.plan, rt)
+            if self.checks is not None:
+                out.append(self.checks.buffer)
             self._extra_args = out
         return self._extra_args
+
+    def raise_if_failed(self) -> None:
+        """After the call's launches: a checked read out of range is a BoundsError."""
+        if self.checks is not None:
+            self.checks.raise_if_failed(self.skel.origin)
 
     def launch(self, rt, src: Matrix, dst: Matrix, forced, decided: dict,
                launches: list, key=None) -> None:
@@ -134,7 +144,7 @@ def repeat_launcher(skel, bound: BoundStencil, m, extras, rt):
     does not qualify; the launcher itself returns None for anything unexpected, and the
     full path runs instead (as for Map, see elementwise._Elementwise._make_fast)."""
     last = bound.last
-    if last is None or last["ticket"] is None or type(m) is not Matrix:
+    if last is None or last["ticket"] is None or type(m) is not Matrix or bound.plan.checked:
         return None
     tm = bound.plan.muscle
     specs = []

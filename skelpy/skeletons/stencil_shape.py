@@ -1,4 +1,5 @@
-"""A stencil's reach and border: :class:`Shape`, the border modes and the constant value.
+"""A stencil's reach and border: :class:`Shape`, the border modes and the constant value, and
+the shape a muscle's offsets need (:func:`resolve_shape`).
 
 ``Shape`` says how far a stencil reads in each direction (SkelCL's stencil shape); ``border``
 names follow ``scipy.ndimage`` with its meanings; ``cval`` (border ``"constant"``) is written
@@ -8,6 +9,7 @@ into the kernel exactly, as a constant of each element type that reads it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +17,8 @@ import numpy as np
 from ..dtypes import storage_c_type, storage_dtype
 from ..errors import DTypeError, ParameterError, ShapeError
 
-__all__ = ["Shape", "BORDERS", "border_mode", "cval_literal", "check_cval"]
+__all__ = ["Shape", "BORDERS", "border_mode", "cval_literal", "check_cval", "resolve_shape",
+           "table_entry"]
 
 #: Border modes (scipy.ndimage names) -> SKP_MODE values in stencil_common.cl.
 BORDERS = {"constant": 0, "nearest": 1, "wrap": 2, "reflect": 3, "mirror": 4}
@@ -114,3 +117,82 @@ def check_cval(cval, dtype: np.dtype, what: str, origin: str) -> None:
         if not ok:
             raise DTypeError(f"{origin}: cval={cval!r} cannot be represented in {what}'s dtype "
                              f"{dt} (border='constant' reads cval as that dtype)")
+
+
+def resolve_shape(tm, nb_params: Sequence[int], shape: Shape | None, origin: str
+                  ) -> tuple[Shape, bool]:
+    """The shape a stencil uses (``shape``, or inferred from the translated muscle ``tm``'s
+    constant offsets) and whether some offsets are known only at run time (then checked
+    there). ``nb_params``: the muscle parameters read as neighbourhoods.
+
+    Raises ShapeError for constant reads outside a given shape, or when no shape is given and
+    the offsets cannot be inferred."""
+    bounds_all = getattr(tm, "access_bounds", None) or {}
+    accesses_all = getattr(tm, "accesses", None) or {}
+    unknown = False
+    inferred = Shape()
+    for p in nb_params:
+        b = table_entry(bounds_all, p)
+        if b is None:
+            unknown = True
+            _check_constant_sites(tm, p, shape)
+            continue
+        inferred = inferred.union(Shape.from_bounds(b))
+        if shape is not None and not shape.contains(b[0][0], b[1][0]) or \
+                shape is not None and not shape.contains(b[0][1], b[1][1]):
+            bad = [a for a in (table_entry(accesses_all, p) or [])
+                   if not shape.contains(int(a[0]), int(a[1]))]
+            what = "the neighbourhood" if p == 0 else f"extra matrix {p}"
+            shown = ", ".join(f"[{a[0]}, {a[1]}]" for a in bad[:4]) or \
+                f"rows {b[0][0]}..{b[0][1]}, columns {b[1][0]}..{b[1][1]}"
+            where = _access_line(tm, p, bad)
+            raise ShapeError(
+                f"{where or origin}: the muscle reads {what} at {shown}, outside the "
+                f"stencil {shape} (north/south = negative/positive row offsets, west/east = "
+                f"negative/positive column offsets); widen shape= or omit it to infer it")
+    if shape is not None:
+        return shape, unknown
+    if unknown:
+        raise ShapeError(
+            f"{origin}: cannot infer the stencil shape because the muscle reads "
+            "neighbours at offsets that are not constants; pass shape= (an int or "
+            "sk.Shape(north=, south=, east=, west=))")
+    return inferred, False
+
+
+def _check_constant_sites(tm, param: int, shape: Shape | None) -> None:
+    """The constant offsets of a neighbourhood whose other offsets are known only at run
+    time are checked against the given shape here, at construction (the run-time check
+    covers the others)."""
+    if shape is None:
+        return
+    for site in getattr(tm, "read_sites", {}).get(param, ()):
+        if site.offsets is not None and not shape.contains(*site.offsets):
+            what = "the neighbourhood" if param == 0 else f"extra matrix {param}"
+            raise ShapeError(
+                f"Stencil({site.where}): the muscle reads {what} at "
+                f"[{site.offsets[0]}, {site.offsets[1]}], outside the stencil "
+                f"{shape}; widen shape= to read that far")
+
+
+def _access_line(tm, param: int, bad) -> str | None:
+    """``file:line (name)`` of the first read of parameter ``param`` at offsets that lie in
+    ``bad``, so that a shape error points at the offending line (None for C muscles, which
+    record no read sites: the error then names the muscle)."""
+    wanted = {(int(a[0]), int(a[1])) for a in bad}
+    for site in tm.read_sites.get(param, ()):
+        if site.offsets in wanted:
+            return f"Stencil({site.where})"
+    return None
+
+
+def table_entry(table, key):
+    """``table[key]`` for a dict or a sequence, None when absent."""
+    if table is None:
+        return None
+    if isinstance(table, Mapping):
+        return table.get(key)
+    try:
+        return table[key]
+    except (IndexError, KeyError, TypeError):
+        return None

@@ -12,6 +12,8 @@ Layout, top to bottom:
 ``engine.py``          the decision path (cache -> store -> model -> default) and launches
                        that fall back to the nearest legal point on refusal
 ``strategies/``        one module per mode (off, model, online, exhaustive), one signature
+``sweep.py``           measuring many points: order, building ahead, keeping a point that
+                       is never slower than the untuned choice
 ``state.py``           everything the tuner remembers in this process, in one object
 ``modes.py``           the current mode
 ``space.py``           launch-parameter spaces: legality, nearest legal point
@@ -20,6 +22,9 @@ Layout, top to bottom:
 ``model.py``           per-device forests: training and choosing
 ``model_files.py``     the data-only model format, safe loading, the shipped models
 ``model_manager.py``   loading, caching and retraining the models of one store
+``zero_shot.py``       models across devices: the shipped data and model, local weighting
+``training_data.py``   measurements as compact data-only files (shipped per device)
+``budget.py``          ``skelpy tune``: programs, sizes and points that fit a time budget
 ``store.py``           the SQLite store of measurements and refusals
 ``cache_dir.py``       the private cache folder (0700/0600, no symlinks, owner checks)
 ``synthetic.py``       synthetic training programs (``skelpy tune --synthetic``)
@@ -29,10 +34,12 @@ Layout, top to bottom:
 from __future__ import annotations
 
 from .engine import (
+    capture_requests,
     choose_params,
     execute,
     forget_space,
     manager,
+    new_call,
     refused_points,
     reset,
     scenario_id,
@@ -52,4 +59,4 @@ sweep budget, progress bars."""
 __all__ = ["TuningRequest", "Outcome", "Ticket", "execute", "choose_params", "ticket_valid",
            "Param", "ParamSpace", "Point", "pow2_range", "tuning", "get_mode", "set_mode",
            "MODES", "reset", "scenario_key", "scenario_id", "refused_points", "manager",
-           "sweep_deadline", "forget_space", "settings"]
+           "sweep_deadline", "forget_space", "settings", "capture_requests", "new_call"]

@@ -245,21 +245,6 @@ class Call:
         except Exception as exc:  # noqa: BLE001
             _store_problem(exc)
 
-    def best_measured(self) -> Point | None:
-        """The fastest measured point that is legal and not refused here."""
-        space, refused = self.req.space, self.sc.refused
-        best, best_t = None, math.inf
-        for pj, (t, _n) in self.measured().items():
-            p = json.loads(pj)
-            try:
-                if space.key(p) in refused or space.index(p) is None:
-                    continue
-            except KeyError:
-                continue
-            if t < best_t:
-                best, best_t = _norm(space, p), t
-        return best
-
     # -- deciding ----------------------------------------------------------------------------
     def default(self) -> Point:
         """The space's default, or the nearest legal point when it is not legal here."""
@@ -335,13 +320,14 @@ class Call:
         if dm is None:
             return None
         info = space_info(req.space)
+        kind = _model.device_kind(req.device.features)
         gm = dm.groups.get(info.sig)
         if gm is not None:
-            return gm, info.candidates, {}
+            return (gm, info.candidates, {}) if not gm.kinds or kind in gm.kinds else None
         names = set(info.names)
         for sig, g in dm.groups.items():
             known = sig.split(",")
-            if not set(known) < names:
+            if not set(known) < names or (g.kinds and kind not in g.kinds):
                 continue
             fixed = {n: req.space.default[n] for n in info.names if n not in known}
             cand = info.compat.get(sig)
@@ -376,8 +362,11 @@ class Call:
         gm, cand, fixed = view
         refused = self._refused_in(cand, fixed)
         d_approach, d_coarsen = _model.default_method(self.req.device.features)
+        d = self.default()
         pick = _model.choose(gm, self.features(), cand, refused,
-                             approach=approach or d_approach, coarsen=coarsen or d_coarsen)
+                             approach=approach or d_approach, coarsen=coarsen or d_coarsen,
+                             default=cand.index_of({n: d[n] for n in cand.names})
+                             if all(d[n] == v for n, v in fixed.items()) else None)
         if pick is None:
             return None
         if isinstance(pick, int):
@@ -386,6 +375,44 @@ class Call:
             return self.req.space.nearest({**pick, **fixed}, exclude=self.sc.refused)
         except (KeyError, TypeError, ValueError):
             return None
+
+    def untuned(self) -> tuple[Point, str]:
+        """What this call would run without measuring anything: the model's pick when a model
+        exists, else the space's default (what ``off`` mode runs)."""
+        try:
+            p = self.predict(manager())
+        except Exception:  # noqa: BLE001 - a model problem must never break a call
+            p = None
+        if p is not None:
+            return p, "model"
+        return self.default(), "default"
+
+    def ranking(self) -> list[Point]:
+        """Every legal point the model can score, best predicted first (empty without a
+        model): the order a sweep measures in."""
+        view = self.model_view(manager())
+        if view is None:
+            return []
+        gm, cand, fixed = view
+        approach = _model.default_method(self.req.device.features)[0]
+        if approach == "classifier":
+            approach = _model.DEFAULT_APPROACH
+        try:
+            idx = _model.rank(gm, self.features(), cand, self._refused_in(cand, fixed),
+                              approach=approach)
+        except Exception:  # noqa: BLE001
+            return []
+        return [self._full_point(cand.points[i], fixed) for i in idx]
+
+    def parse_point(self, pj: str) -> Point | None:
+        """A stored params JSON as a point of this space (None if it is not one)."""
+        p = json.loads(pj)
+        try:
+            if self.req.space.index(p) is None:
+                return None
+        except KeyError:
+            return None
+        return _norm(self.req.space, p)
 
     def shortlist(self, k: int) -> list[Point]:
         """The model's ``k`` most promising points, best first (what online mode measures)."""
@@ -440,16 +467,37 @@ class Call:
 # -- the entry points ----------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def capture_requests() -> Iterator[list[TuningRequest]]:
+    """Within the block, every skeleton call records its tuning requests in the list this
+    yields and runs its space's default (``off``), so that the caller can sweep them
+    itself (``skelpy tune``, the evaluations)."""
+    got: list[TuningRequest] = []
+    prev, STATE.capturing = STATE.capturing, got
+    try:
+        yield got
+    finally:
+        STATE.capturing = prev
+
+
 def execute(req: TuningRequest) -> Outcome:
     """Decide, run, and on refusal fall back to the nearest legal point not yet refused."""
     assert req.run is not None
     mode = get_mode()
+    if STATE.capturing is not None and not req.forced:
+        STATE.capturing.append(req)
+        mode = "off"
     call = Call(req, scenario(req), mode)
     if req.forced:
         point = req.space.normalise(req.forced)
         call.load()
         return call.run(*call.unrefused(point, "forced"), remember=False)
     return STRATEGIES[mode](call)
+
+
+def new_call(req: TuningRequest, mode: str | None = None) -> Call:
+    """The :class:`Call` of a captured request (what ``sweep`` works on)."""
+    return Call(req, scenario(req), mode or get_mode())
 
 
 def choose_params(req: TuningRequest) -> tuple[Point, str]:

@@ -58,11 +58,24 @@ DEFAULTS_BY_KIND = {"gpu": (DEFAULT_APPROACH, DEFAULT_COARSEN), "cpu": ("speedup
 # PoCL's sweeps (not confirmed), risk 0.5-2 moved speedup/joint by +2-3 points of the oracle
 # and runtime/doubling by 0 to -23: no clear gain, so it is off.
 RISK_BY_KIND = {"gpu": 0.0, "cpu": 0.0}
+# The smallest predicted gain (log speedup over the default) for which the speedup regressor
+# leaves the default. On PoCL's data, measured on a shared 2-core machine, smaller predicted
+# gains were mostly noise: leave-one-kernel-out on this machine's data went from 66% to 70% of
+# the oracle with 0.2 (1.22x); 0.5 undid it. GPUs' data is quiet: no threshold.
+MIN_GAIN_BY_KIND = {"gpu": 0.0, "cpu": 0.2}
 
 
 def default_risk(scen_feats: Mapping[str, float]) -> float:
     kind = "gpu" if scen_feats.get("dev_is_gpu", 1.0) else "cpu"
     return RISK_BY_KIND.get(kind, 0.0)
+
+
+def device_kind(features: Mapping[str, float]) -> str:
+    """"gpu", "cpu" or "other" (an accelerator: no shipped data has one), from device (or
+    scenario) features; a model predicts only for the kinds its training data ran on."""
+    if features.get("dev_is_gpu", 1.0):
+        return "gpu"
+    return "other" if features.get("dev_is_other", 0.0) else "cpu"
 
 
 def default_method(device_features: Mapping[str, float]) -> tuple[str, str]:
@@ -176,6 +189,11 @@ class ScenarioData:
     space: dict[str, Any]
     times: dict[str, float]                 # canonical params JSON -> median seconds
     refused: set[str] = field(default_factory=set)
+    # what the features were computed from (training-data files store these, not features)
+    kernel_features: dict[str, float] = field(default_factory=dict)
+    dataset: dict[str, Any] = field(default_factory=dict)
+    device: str = ""
+    group: str = ""                         # the kernel's name, where known (evaluations)
 
     @property
     def names(self) -> list[str]:
@@ -206,7 +224,8 @@ def load_scenarios(store: Any, device: str) -> list[ScenarioData]:
         feats = scenario_features(s["skeleton"], s["device_features"], s["kernel_features"],
                                   s["dataset"], s["space"])
         out.append(ScenarioData(s["key"], s["kernel"], s["skeleton"], feats, s["space"], times,
-                                set(ref)))
+                                set(ref), dict(s["kernel_features"]), dict(s["dataset"]),
+                                device, s["kernel"]))
     return out
 
 
@@ -254,6 +273,10 @@ class GroupModel:
     n_scenarios: int = 0
     n_rows: int = 0
     origin: str = "local"       # "local": trained on this machine; "shipped": package data
+    n_local: int = 0            # of the scenarios, this device's own (the rest: shipped data)
+    # kinds of device ("gpu", "cpu") the training scenarios ran on; a model never predicts
+    # for a kind it has not seen (a CPU's best point says nothing about a GPU's)
+    kinds: list[str] = field(default_factory=list)
 
     def classify(self, scen: np.ndarray) -> dict | None:
         if self.classifier is None or not self.classes:
@@ -273,8 +296,10 @@ def _block(sd: ScenarioData, numeric: Mapping[str, bool]) -> tuple[list[str], di
 def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
               max_depth: int = 14, classifier_kind: str = "forest", seed: int = 0,
               approaches: Sequence[str] = APPROACHES, max_rows: int = 60_000,
-              plausible_top: int = 1, n_jobs: int = 1) -> GroupModel:
-    """Fit the approaches on scenarios sharing one parameter signature."""
+              plausible_top: int = 1, n_jobs: int = 1,
+              weights: Sequence[float] | None = None, min_samples_leaf: int = 1) -> GroupModel:
+    """Fit the approaches on scenarios sharing one parameter signature; ``weights`` (one
+    per scenario) weigh its rows (this machine's measurements over shipped ones)."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
     from sklearn.tree import DecisionTreeClassifier
 
@@ -288,7 +313,8 @@ def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
         plausible.update(dict.fromkeys(ranked[:plausible_top]))
         plausible[sd.default_key] = None
     gm = GroupModel(sig, scen_schema, point_schema, n_scenarios=len(data),
-                    plausible=list(plausible))
+                    plausible=list(plausible),
+                    kinds=sorted({device_kind(sd.features) for sd in data}))
     S = scen_schema.matrix([sd.features for sd in data])
 
     if "classifier" in approaches:
@@ -300,12 +326,12 @@ def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
         else:
             clf = RandomForestClassifier(n_estimators=n_estimators, max_depth=max_depth,
                                          random_state=seed, n_jobs=n_jobs)
-        clf.fit(S, y)
+        clf.fit(S, y, sample_weight=None if weights is None else np.asarray(weights, float))
         gm.classifier = PackedForest(clf, classifier=True)
         gm.classes = [json.loads(classes[int(c)]) for c in clf.classes_]
 
     if "runtime" in approaches or "speedup" in approaches:
-        Xs, y_rt, y_sp = [], [], []
+        Xs, y_rt, y_sp, ws = [], [], [], []
         for i, (sd, (keys, cols)) in enumerate(zip(data, blocks)):
             n = len(keys)
             P = point_schema.from_columns(cols, n)
@@ -314,18 +340,20 @@ def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
             t = np.asarray([sd.times[k] for k in keys])
             y_rt.append(np.log(t))
             y_sp.append(np.log(base / t))
+            ws.append(np.full(n, 1.0 if weights is None else float(weights[i])))
         X = np.vstack(Xs)
-        yr, ys = np.concatenate(y_rt), np.concatenate(y_sp)
+        yr, ys, w = np.concatenate(y_rt), np.concatenate(y_sp), np.concatenate(ws)
         if len(X) > max_rows:
             idx = np.random.default_rng(seed).choice(len(X), max_rows, replace=False)
-            X, yr, ys = X[idx], yr[idx], ys[idx]
+            X, yr, ys, w = X[idx], yr[idx], ys[idx], w[idx]
         gm.n_rows = len(X)
         for name, target in (("runtime", yr), ("speedup", ys)):
             if name not in approaches:
                 continue
             reg = RandomForestRegressor(n_estimators=n_estimators, max_depth=max_depth,
-                                        random_state=seed, n_jobs=n_jobs, max_features=0.6)
-            reg.fit(X, target)
+                                        random_state=seed, n_jobs=n_jobs, max_features=0.6,
+                                        min_samples_leaf=min_samples_leaf)
+            reg.fit(X, target, sample_weight=None if weights is None else w)
             setattr(gm, name, PackedForest(reg))
     return gm
 
@@ -357,10 +385,13 @@ def train(store: Any, device: str, **kw: Any) -> DeviceModel:
 
 def choose(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
            refused: set[int], *, approach: str = DEFAULT_APPROACH,
-           coarsen: str = DEFAULT_COARSEN, risk: float | None = None) -> int | dict | None:
+           coarsen: str = DEFAULT_COARSEN, risk: float | None = None,
+           default: int | None = None, min_gain: float | None = None) -> int | dict | None:
     """The model's pick among ``cand``: an index into it, or (classifier) a point dict that
     the caller must map to the nearest legal, unrefused point. ``risk`` (default: per device
-    kind, :data:`RISK_BY_KIND`) penalises the regressors' disagreement between trees."""
+    kind, :data:`RISK_BY_KIND`) penalises the regressors' disagreement between trees. With
+    ``default`` (its index), the speedup regressor keeps the default unless it predicts at
+    least ``min_gain`` (log speedup; default per device kind, :data:`MIN_GAIN_BY_KIND`)."""
     scen = gm.scen_schema.vector(scen_feats)
     if approach == "classifier":
         pred = gm.classify(scen)
@@ -381,7 +412,12 @@ def choose(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
     if not idx:
         return None
     sc = scorer(idx)
-    return idx[int(np.argmax(sc))]
+    best = idx[int(np.argmax(sc))]
+    gain = MIN_GAIN_BY_KIND.get(device_kind(scen_feats), 0.0) if min_gain is None else min_gain
+    if approach == "speedup" and default is not None and default not in refused and gain > 0 \
+            and best != default and float(np.max(sc)) - float(scorer([default])[0]) < gain:
+        return default
+    return best
 
 
 def shortlist(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
@@ -400,6 +436,23 @@ def shortlist(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSe
         return []
     sc = scorer(idx)
     return [idx[j] for j in np.argsort(-sc, kind="stable")[:k]]
+
+
+def rank(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
+         refused: set[int], *, approach: str = DEFAULT_APPROACH) -> list[int]:
+    """Every unrefused candidate (indices into ``cand``), best predicted first: the order in
+    which a sweep measures."""
+    forest = gm.runtime if approach == "runtime" else gm.speedup
+    if forest is None:
+        return []
+    scen = gm.scen_schema.vector(scen_feats)
+    scorer = _Scorer(gm, forest, scen, scen_feats, cand, sign=-1.0 if approach == "runtime"
+                     else 1.0, risk=0.0)
+    idx = [i for i in range(len(cand.points)) if i not in refused]
+    if not idx:
+        return []
+    sc = scorer(idx)
+    return [idx[j] for j in np.argsort(-sc, kind="stable")]
 
 
 class _Scorer:

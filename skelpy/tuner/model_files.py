@@ -61,7 +61,9 @@ def to_bytes(model: DeviceModel) -> bytes:
         groups.append({"sig": sig, "scen_schema": list(g.scen_schema.names),
                        "point_schema": list(g.point_schema.names), "classes": g.classes,
                        "plausible": list(g.plausible), "n_scenarios": int(g.n_scenarios),
-                       "n_rows": int(g.n_rows), "origin": g.origin, "forests": forests})
+                       "n_rows": int(g.n_rows), "origin": g.origin, "n_local": int(g.n_local),
+                       "kinds": list(g.kinds),
+                       "forests": forests})
     meta = {"format": FORMAT, "version": MODEL_VERSION, "device": model.device,
             "n_measurements": int(model.n_measurements), "trained_at": float(model.trained_at),
             "groups": groups}
@@ -112,7 +114,9 @@ def from_bytes(data: bytes) -> DeviceModel:
                            classes=[dict(c) for c in gd["classes"]],
                            plausible=[str(p) for p in gd["plausible"]],
                            n_scenarios=int(gd["n_scenarios"]), n_rows=int(gd["n_rows"]),
-                           origin=str(gd.get("origin", "local")))
+                           origin=str(gd.get("origin", "local")),
+                           n_local=int(gd.get("n_local", 0)),
+                           kinds=[str(k) for k in gd.get("kinds", [])])
             n_features = len(g.scen_schema) + len(g.point_schema)
             for name, fd in dict(gd["forests"]).items():
                 if name not in APPROACHES:
@@ -181,52 +185,32 @@ def _warn_once(key: str, message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-# -- the starting models shipped with the package --------------------------------------------------
+# -- the starting model shipped with the package -------------------------------------------------
 
-# pretrained/pocl-pthread-cpu.npz: the speedup regressor (8 trees) trained on all 50 PoCL
-# scenarios of benchmarks/tuner_eval.py. Its configuration, evaluated leave-one-kernel-out
-# (i.e. on kernels it has not seen, as on a fresh install), reached 80.2% of the oracle against
-# 69.8% for the space default that a fresh install uses without it (1.15x, geometric mean).
+# pretrained/zero-shot.npz: the speedup regressor trained on the measurements of every device
+# shipped in pretrained/data-*.npz, whose features include the device's queries, so that a
+# device never measured starts from it (zero_shot.py builds it; benchmarks/tuner_eval.py
+# --lodo measures how well it transfers to a device left out).
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
-# A local group replaces the shipped one once it was trained on this many scenarios: fewer
-# local scenarios generalise worse than the shipped model's evaluation set.
-PRETRAINED_OVERRIDE_SCENARIOS = 4
+SHIPPED_MODEL = "zero-shot" + SUFFIX
 
 
-def pretrained_name(device: str) -> str | None:
-    """The shipped model for this kind of device, if any: PoCL's pthread CPU driver (the one
-    device kind every install can have, and where a fresh install otherwise gets defaults)."""
-    d = device.lower()
-    if "portable computing language" in d and "pthread" in d:
-        return "pocl-pthread-cpu" + SUFFIX
-    return None
+def pretrained_enabled() -> bool:
+    """False when ``SKELPY_TUNE_PRETRAINED=off``: neither the shipped model nor the shipped
+    training data is used (a device learns from its own measurements only)."""
+    return os.environ.get("SKELPY_TUNE_PRETRAINED", "on").lower() not in ("off", "0", "no")
 
 
 def load_pretrained(device: str) -> DeviceModel | None:
-    """The shipped starting model for ``device`` (SKELPY_TUNE_PRETRAINED=off disables it)."""
-    if os.environ.get("SKELPY_TUNE_PRETRAINED", "on").lower() in ("off", "0", "no"):
+    """The shipped starting model, as ``device``'s (see :func:`pretrained_enabled`)."""
+    if not pretrained_enabled():
         return None
-    name = pretrained_name(device)
-    if name is None:
-        return None
-    m = load(PRETRAINED_DIR / name)
+    m = load(PRETRAINED_DIR / SHIPPED_MODEL)
     if m is None:
         return None
     for g in m.groups.values():
         g.origin = "shipped"
     return DeviceModel(device, 0, dict(m.groups), m.trained_at, pretrained=True)
-
-
-def merge_pretrained(local: DeviceModel, shipped: DeviceModel | None) -> DeviceModel:
-    """Signatures this machine has too little data for keep the shipped model's group."""
-    if shipped is None:
-        return local
-    for sig, g in shipped.groups.items():
-        mine = local.groups.get(sig)
-        if mine is None or mine.n_scenarios < min(PRETRAINED_OVERRIDE_SCENARIOS,
-                                                  g.n_scenarios):
-            local.groups[sig] = g
-    return local
 
 
 def compact(model: DeviceModel, approach: str) -> DeviceModel:

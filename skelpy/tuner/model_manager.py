@@ -16,8 +16,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .model import RETRAIN_EVERY, DeviceModel, train
-from .model_files import load, load_pretrained, merge_pretrained, model_path, save
+from .model import RETRAIN_EVERY, DeviceModel
+from .model_files import load, load_pretrained, model_path, save
 
 
 class ModelManager:
@@ -96,8 +96,11 @@ class ModelManager:
             self._training.discard(device)
 
     def retrain(self, device: str, **kw: Any) -> DeviceModel:
-        """Train now, save next to the store, and use it from the next decision on."""
-        m = merge_pretrained(train(self.store, device, **kw), load_pretrained(device))
+        """Train now (this device's measurements with the shipped ones of every device,
+        ``zero_shot.train``), save next to the store, and use it from the next decision on."""
+        from .zero_shot import train
+
+        m = train(self.store, device, base=load_pretrained(device), **kw)
         path = self._path(device)
         if path is not None:
             with contextlib.suppress(OSError):

@@ -32,6 +32,10 @@ class TuningRequest:
     # times per call (measuring, checking): it must not modify its inputs.
     run: Callable[[Point], tuple[Any, list]] | None = None
     origin: str = ""                  # the muscle's origin, for messages
+    # prepare(points) builds the programs of these points ahead of their launch (a sweep
+    # calls it a chunk at a time; it may build them in parallel or as one program). Optional:
+    # without it, run() builds each point when first launched.
+    prepare: Callable[[list[Point]], None] | None = None
 
 
 @dataclass

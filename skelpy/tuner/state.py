@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .measure import Budget
@@ -25,8 +25,15 @@ class Settings:
 
     online_candidates: int = 12       # candidates an online scenario measures before settling
     online_shortlist: int = 8         # of them, the model's best-scored points come first
-    sweep_budget: Budget = field(default_factory=lambda: Budget(
-        warmup=1, min_reps=3, max_reps=20, rel_ci=0.03, max_seconds=0.5))
+    # how hard a sweep measures each point; None: by device kind (sweep.SWEEP_BUDGETS)
+    sweep_budget: Budget | None = None
+    # a measured point replaces the untuned choice (the default, the model's pick) only when
+    # the interleaved confirmation finds it faster by more than this fraction
+    keep_margin: float = 0.02
+    confirm_rounds: int | None = None     # None: by device kind (sweep.CONFIRM_ROUNDS)
+    # sweeps build programs ahead through the request's prepare hook (in parallel, or many
+    # variants in one build); False builds each point when it is first launched
+    prebuild: bool = True
     # exhaustive sweeps stop measuring new points after this time.perf_counter() value
     sweep_deadline: float | None = None
     # tqdm bars for exhaustive sweeps: None shows them when stderr is a terminal and the
@@ -68,6 +75,7 @@ class TunerState:
         # repeated calls, which is most of a cache hit's cost
         self.by_raw: dict[tuple, Scenario] = {}
         self.manager: Any = None                    # model_manager.ModelManager of the store
+        self.capturing: list | None = None          # see engine.capture_requests
         # per-space data the engine derives once (description, model candidates)
         self.spaces: weakref.WeakKeyDictionary[ParamSpace, Any] = weakref.WeakKeyDictionary()
 

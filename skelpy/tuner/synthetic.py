@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("stencil", "map", "zip", "reduce")
+KINDS = ("stencil", "map", "zip", "reduce", "mapreduce", "scan", "allpairs")
 # [Cummins 2018] Table 6.3's shapes (north, south, east, west), plus common symmetric ones.
 STENCIL_SHAPES = ((1, 1, 1, 1), (0, 0, 0, 0), (2, 2, 2, 2), (1, 10, 30, 30), (5, 5, 5, 5),
                   (10, 10, 10, 10), (0, 3, 0, 3), (3, 0, 3, 0), (1, 0, 1, 0), (0, 1, 1, 0),
@@ -126,12 +126,17 @@ class Toolkit:
     Shape: Callable[..., Any]
     Vector: Callable[..., Any]
     Matrix: Callable[..., Any]
+    MapReduce: Callable[..., Any] | None = None
+    Scan: Callable[..., Any] | None = None
+    AllPairs: Callable[..., Any] | None = None
 
     @classmethod
     def from_modules(cls, skeletons: Any, containers: Any) -> Toolkit:
         """From the ``skelpy.skeletons`` and ``skelpy.containers`` modules."""
         return cls(skeletons.Map, skeletons.Zip, skeletons.Reduce, skeletons.Stencil,
-                   skeletons.Shape, containers.Vector, containers.Matrix)
+                   skeletons.Shape, containers.Vector, containers.Matrix,
+                   getattr(skeletons, "MapReduce", None), getattr(skeletons, "Scan", None),
+                   getattr(skeletons, "AllPairs", None))
 
 
 @dataclass
@@ -162,6 +167,8 @@ def stencil_case(shape4: Sequence[int], *, complex_body: bool, dtype: str,
                  size: tuple[int, int], border: str = "nearest", seed: int = 0) -> Case:
     n, s, e, w = (int(v) for v in shape4)
     tag = f"stencil_{n}_{s}_{e}_{w}_{'complex' if complex_body else 'simple'}_{dtype}"
+    if border != "nearest":
+        tag += f"_{border}"
     src = stencil_source(n, s, e, w, complex_body=complex_body, dtype=dtype, name="muscle")
 
     def make(kit: Toolkit):
@@ -210,15 +217,89 @@ def reduce_case(op: str, *, dtype: str, size: int, seed: int = 0) -> Case:
     return Case(f"reduce_{op}_{dtype}@{size}", "reduce", (size,), dtype, src, make)
 
 
+SCAN_OPS = {"sum": ("def {name}(a, b):\n    return a + b\n", 0),
+            "max": ("def {name}(a, b):\n    return max(a, b)\n", -math.inf)}
+
+
+def mapreduce_case(intensity: int, *, dtype: str, size: int, seed: int = 0) -> Case:
+    msrc = map_source(intensity, name="muscle")
+
+    def make(kit: Toolkit):
+        if kit.MapReduce is None:
+            raise RuntimeError("this skelpy has no MapReduce")
+        mr = kit.MapReduce(compile_muscle(msrc, "muscle"),
+                           compile_muscle(REDUCE_OPS["sum"].format(name="add"), "add"), 0)
+        v = kit.Vector(random_data((size,), dtype, np.random.default_rng(seed)))
+        return lambda: mr(v)
+    return Case(f"mapreduce_i{intensity}_{dtype}@{size}", "mapreduce", (size,), dtype, msrc,
+                make)
+
+
+def scan_case(op: str, *, dtype: str, size: int, inclusive: bool, seed: int = 0) -> Case:
+    src, ident = SCAN_OPS[op]
+    src = src.format(name="muscle")
+
+    def make(kit: Toolkit):
+        if kit.Scan is None:
+            raise RuntimeError("this skelpy has no Scan")
+        i = ident
+        if np.dtype(dtype).kind in "iu" and not math.isfinite(i):
+            i = int(np.iinfo(np.dtype(dtype)).min)
+        sc = kit.Scan(compile_muscle(src, "muscle"), i, inclusive=inclusive)
+        v = kit.Vector(random_data((size,), dtype, np.random.default_rng(seed)))
+        return lambda: sc(v)
+    return Case(f"scan_{op}_{'inc' if inclusive else 'exc'}_{dtype}@{size}", "scan", (size,),
+                dtype, src, make)
+
+
+ALLPAIRS_KINDS = ("dot", "l1", "generic")
+
+
+def allpairs_case(variant: str, *, dtype: str, size: int, depth: int, seed: int = 0) -> Case:
+    """An all-pairs program: ``dot`` (zip multiply, reduce add: a matrix product), ``l1``
+    (zip |a-b|, reduce add) or ``generic`` (a row-accessor muscle); ``size`` rows of A and
+    of B, ``depth`` columns."""
+    if variant == "generic":
+        src = ("def muscle(a, b):\n    acc = a[0] * 0\n    for k in range(a.size):\n"
+               "        d = a[k] - b[k]\n        acc += d * d\n    return acc\n")
+    elif variant == "l1":
+        src = "def muscle(a, b):\n    return abs(a - b)\n"
+    else:
+        src = "def muscle(a, b):\n    return a * b\n"
+
+    def make(kit: Toolkit):
+        if kit.AllPairs is None:
+            raise RuntimeError("this skelpy has no AllPairs")
+        fn = compile_muscle(src, "muscle")
+        if variant == "generic":
+            ap = kit.AllPairs(fn)
+        else:
+            ap = kit.AllPairs(zip=fn, reduce=compile_muscle(
+                REDUCE_OPS["sum"].format(name="add"), "add"))
+        rng = np.random.default_rng(seed)
+        a = kit.Matrix(random_data((size, depth), dtype, rng))
+        b = kit.Matrix(random_data((size, depth), dtype, rng))
+        return lambda: ap(a, b)
+    return Case(f"allpairs_{variant}_{dtype}@{size}x{depth}", "allpairs", (size, depth), dtype,
+                src, make)
+
+
+def stencil_area(shape4: Sequence[int]) -> int:
+    """Cells a stencil of extents (up, down, left, right) reads per output cell."""
+    return (shape4[0] + shape4[1] + 1) * (shape4[2] + shape4[3] + 1)
+
+
 def generate(count: int, *, seed: int = 0, sizes_2d: Sequence[int] = (512, 1024),
              sizes_1d: Sequence[int] = (1 << 18, 1 << 22),
-             kinds: Iterable[str] | None = None) -> list[Case]:
+             kinds: Iterable[str] | None = None, max_area: int | None = None) -> list[Case]:
     """``count`` synthetic cases, stencils first (as [Cummins 2018]), then the 1-D kinds, drawn
-    deterministically from ``seed``; names that are not one of :data:`KINDS` are ignored."""
+    deterministically from ``seed``; names that are not one of :data:`KINDS` are ignored.
+    ``max_area``: no stencil reads more cells than this (a time-boxed run on a CPU: PoCL
+    compiles one point of a 21x21 body for minutes)."""
     want = (set(kinds) if kinds is not None else set(KINDS)) & set(KINDS)
     rng = np.random.default_rng(seed)
     pool: list[Case] = []
-    order = [k for k in ("stencil", "map", "zip", "reduce") if k in want]
+    order = [k for k in KINDS if k in want]
     if not order:
         return []
     i = 0
@@ -237,6 +318,8 @@ def generate(count: int, *, seed: int = 0, sizes_2d: Sequence[int] = (512, 1024)
                 shape4 = STENCIL_SHAPES[(i // 2) % len(STENCIL_SHAPES)]
             else:
                 shape4 = tuple(int(v) for v in rng.integers(0, 6, size=4))
+            if max_area is not None and stencil_area(shape4) > max_area:
+                shape4 = (1, 1, 1, 1)
             size = int(rng.choice(sizes_2d))
             pool.append(stencil_case(shape4, complex_body=bool(rng.random() < 0.5),
                                      dtype=str(rng.choice(DTYPES, p=(0.6, 0.2, 0.2))),
@@ -249,10 +332,25 @@ def generate(count: int, *, seed: int = 0, sizes_2d: Sequence[int] = (512, 1024)
             pool.append(zip_case(int(rng.integers(0, 16)),
                                  dtype=str(rng.choice(("float32", "float64"), p=(0.8, 0.2))),
                                  size=int(rng.choice(sizes_1d)), seed=i))
-        else:
+        elif kind == "reduce":
             pool.append(reduce_case(str(rng.choice(tuple(REDUCE_OPS))),
                                     dtype=str(rng.choice(DTYPES, p=(0.6, 0.2, 0.2))),
                                     size=int(rng.choice(sizes_1d)), seed=i))
+        elif kind == "mapreduce":
+            pool.append(mapreduce_case(int(rng.integers(0, 12)),
+                                       dtype=str(rng.choice(("float32", "float64"),
+                                                            p=(0.8, 0.2))),
+                                       size=int(rng.choice(sizes_1d)), seed=i))
+        elif kind == "scan":
+            pool.append(scan_case(str(rng.choice(tuple(SCAN_OPS))),
+                                  dtype=str(rng.choice(("float32", "int32"), p=(0.6, 0.4))),
+                                  size=int(rng.choice(sizes_1d)),
+                                  inclusive=bool(rng.random() < 0.5), seed=i))
+        else:
+            side = int(rng.choice(sizes_2d)) // 2
+            pool.append(allpairs_case(str(rng.choice(ALLPAIRS_KINDS)), dtype="float32",
+                                      size=side, depth=int(rng.choice((16, 64, 256))),
+                                      seed=i))
     return pool[:count]
 
 

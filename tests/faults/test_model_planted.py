@@ -141,8 +141,8 @@ def test_the_shipped_model_loads_through_the_same_checks(monkeypatch, tmp_path):
     assert all(g.origin == "shipped" for g in shipped.groups.values())
     copy = tmp_path / "pretrained"
     copy.mkdir()
-    (copy / "pocl-pthread-cpu.npz").write_bytes(
-        (model_files.PRETRAINED_DIR / "pocl-pthread-cpu.npz").read_bytes())
+    (copy / model_files.SHIPPED_MODEL).write_bytes(
+        (model_files.PRETRAINED_DIR / model_files.SHIPPED_MODEL).read_bytes())
     os.chmod(copy, 0o777)
     monkeypatch.setattr(model_files, "PRETRAINED_DIR", copy)
     with pytest.warns(RuntimeWarning, match="writable by other users"):

@@ -37,6 +37,8 @@ def test_oversized_map_output_is_refused_before_allocating(stats):
 
 
 def test_the_issue_reproducer_two_billion_floats():
+    if runtime.current().device.max_alloc_size >= 8_000_000_000:
+        pytest.skip("this device allocates 8 GB in one buffer (the test above covers its limit)")
     with pytest.raises(sk.ShapeError, match="8000000000 bytes"):
         sk.Map(lambda i: i * 0.5, out_dtype=np.float32)(sk.IndexVector(2_000_000_000))
 

@@ -113,7 +113,9 @@ def test_an_exhaustive_sweep_under_a_held_lock_queues_and_lands(locked, cache_di
     assert elapsed < 5.0
     assert len([w for w in caught if "locked by another process" in str(w.message)]) == 1
     points = len(req.space.points())
-    assert tstore.get_store().queued == points
+    # a row per point from the sweep, one more per point its confirmation round re-measured
+    queued = tstore.get_store().queued
+    assert points <= queued <= points + 3
     locked()
     assert tstore.get_store().flush(timeout=10)
-    assert _rows_in_file(cache_dir / tstore.DB_NAME, tuner.scenario_id(req)) == points
+    assert _rows_in_file(cache_dir / tstore.DB_NAME, tuner.scenario_id(req)) == queued

@@ -3,7 +3,9 @@ measures one candidate not measured yet and returns its (checked) result: the sp
 default first, then the model's shortlist (on the PoCL evaluation, measuring the best 8 of it
 reached 95% of the oracle where the model's single pick reached 82%), then neighbours of the
 best point so far, until none is left or ``settings.online_candidates`` calls were spent.
-The scenario then settles on its best measured point and takes the ``model`` path."""
+The scenario then settles on the point ``sweep.keep`` confirms (its best measured ones and the
+untuned choice re-measured interleaved: never slower than the untuned choice beyond a noise
+margin) and takes the ``model`` path."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import RefusedParameters
 from .. import measure
+from .. import sweep as _sweep
 from ..request import Outcome
 from ..space import Point
 from . import model
@@ -37,13 +40,13 @@ def tune(call: Call) -> Outcome:
     cand = _next_candidate(call, times, default)
     if cand is None:
         sc.converged = True
-        choice = call.best_measured()
+        choice = _sweep.keep(call)
         if choice is None:
             sc.decision = None
             point, source = call.decide()
         else:
-            call.settle(choice, "online")
-            point, source = choice, "online"
+            call.settle(choice.point, "online")
+            point, source = choice.point, "online"
         return call.run(point, source)
     sc.online_tries += 1
     return _measure_candidate(call, cand, default)

@@ -1,0 +1,95 @@
+"""Issue 18's 5x5 Laplacian-of-Gaussian: ``off`` mode runs exactly what ``model`` mode falls
+back to without a model, and that is the stencil default meant for the device: the light one
+on a GPU (its local tile ran this kernel 2.5x slower on an H200), the narrow heavy groups on a
+CPU (1.5-2x faster than the light ones on PoCL)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+from test_tuner_support import cache_dir  # noqa: F401
+
+import skelpy as sk
+from skelpy import tuner
+from skelpy.skeletons import stencil_plan
+
+LOG5 = np.array([[0, 0, 1, 0, 0], [0, 1, 2, 1, 0], [1, 2, -16, 2, 1], [0, 1, 2, 1, 0],
+                 [0, 0, 1, 0, 0]], np.float32)
+
+GPU_LIGHT = {"wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
+GPU_HEAVY = {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
+CPU_LIGHT = {"wg_r": 4, "wg_c": 64, "cr": 1, "cc": 1, "local": 0, "vec": 1}
+CPU_HEAVY = {"wg_r": 4, "wg_c": 16, "cr": 2, "cc": 1, "local": 0, "vec": 1}
+
+
+def log5(nb):
+    return (nb[-2, 0] + nb[2, 0] + nb[0, -2] + nb[0, 2] + nb[-1, -1] + nb[-1, 1] + nb[1, -1]
+            + nb[1, 1] + 2 * (nb[-1, 0] + nb[1, 0] + nb[0, -1] + nb[0, 1]) - 16 * nb[0, 0])
+
+
+def make_gaussian(radius):
+    w = np.exp(-0.5 * (np.arange(-radius, radius + 1) / 2.0) ** 2)
+    W = (w / w.sum()).astype(np.float32)
+
+    def gaussian(nb):
+        acc = nb[0, 0] * 0
+        for dr in range(-radius, radius + 1):
+            for dc in range(-radius, radius + 1):
+                acc += W[dr + radius] * W[dc + radius] * nb[dr, dc]
+        return acc
+    return gaussian
+
+
+@pytest.fixture(autouse=True)
+def _isolated(cache_dir, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("SKELPY_TUNE_PRETRAINED", "off")      # the untrained fallback
+    yield
+
+
+def _features(fn, reach):
+    st = sk.Stencil(fn, shape=reach, border="constant")
+    with tuner.capture_requests() as reqs:
+        st(sk.Matrix(np.zeros((64, 64), np.float32)))
+    return reqs[0].features
+
+
+def test_off_runs_what_model_mode_falls_back_to_for_the_5x5_log():
+    a = np.random.default_rng(5).random((300, 257)).astype(np.float32)
+    st = sk.Stencil(log5, shape=2, border="constant")
+    m = sk.Matrix(a)
+    with tuner.tuning("off"):
+        out_off = st(m).to_numpy()
+    off = st.last_launch
+    tuner.reset()
+    with tuner.tuning("model"):
+        out_model = st(m).to_numpy()
+    model = st.last_launch
+    assert (off.source, model.source) == ("off", "default")
+    assert off.params == model.params
+    want = ndi.correlate(a.astype(np.float64), LOG5, mode="constant", cval=0.0)
+    np.testing.assert_allclose(out_off, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(out_off, out_model)
+    # the default the stencil code means for this kind of device
+    dev = sk.current_device()
+    assert off.params == (GPU_LIGHT if dev.kind == "gpu" else CPU_HEAVY)
+
+
+@pytest.mark.parametrize("kind", ["gpu", "cpu"])
+def test_the_5x5_log_is_light_on_a_gpu_and_heavy_on_a_cpu(kind):
+    dev = SimpleNamespace(kind=kind)
+    log = _features(log5, 2)
+    g11 = _features(make_gaussian(5), 5)
+    g5 = _features(make_gaussian(2), 2)
+    point = stencil_plan.default_point
+    if kind == "gpu":
+        assert point(dev, log) == GPU_LIGHT
+        assert point(dev, g5) == GPU_LIGHT              # 26 reads: the tile lost on an H200
+        assert point(dev, g11) == GPU_HEAVY             # 121 reads: the tile won
+    else:
+        assert point(dev, log) == CPU_HEAVY
+        assert point(dev, g11) == CPU_HEAVY
+    heat = _features(lambda nb: nb[0, 0] + 0.1 * (nb[-1, 0] + nb[1, 0] - 2 * nb[0, 0]), 1)
+    assert point(dev, heat) == (GPU_LIGHT if kind == "gpu" else CPU_LIGHT)
