@@ -60,13 +60,6 @@
 #ifndef SKP_VEC
 #define SKP_VEC 1
 #endif
-/* SKP_FAR 1: the reach exceeds the matrix in some dimension (rows or cols at most the reach),
- * so a coordinate may fold more than once.  Otherwise (the default) one fold suffices, and
- * skp_remap has no division: on PoCL the division's branch alone made every wrap, reflect and
- * mirror stencil 10-30x slower than nearest (no work-group vectorization). */
-#ifndef SKP_FAR
-#define SKP_FAR 0
-#endif
 
 /* Coordinate x mapped into [0, n) as scipy.ndimage does (ni_support.c, NI_InitFilterOffsets);
  * the modes are periodic, so reaches larger than the matrix fold back again and again.  The
@@ -79,13 +72,13 @@ inline int skp_remap(int x, const int n)
     return x < 0 ? 0 : n - 1;
 #elif SKP_MODE == SKP_MODE_WRAP
     /* abcd|abcd|abcd */
-    if (!SKP_FAR || (x >= -n && x < 2 * n))
+    if (x >= -n && x < 2 * n)
         return x < 0 ? x + n : x - n;
     int y = x % n;
     return y < 0 ? y + n : y;
 #elif SKP_MODE == SKP_MODE_REFLECT
     /* dcba|abcd|dcba: period 2n */
-    if (!SKP_FAR || (x >= -n && x < 2 * n))
+    if (x >= -n && x < 2 * n)
         return x < 0 ? -x - 1 : 2 * n - 1 - x;
     const int p = 2 * n;
     int y = x % p;
@@ -94,9 +87,9 @@ inline int skp_remap(int x, const int n)
     return y < n ? y : p - 1 - y;
 #elif SKP_MODE == SKP_MODE_MIRROR
     /* dcb|abcd|cba: period 2n - 2; a single cell mirrors onto itself */
-    if (SKP_FAR && n == 1)
+    if (n == 1)
         return 0;
-    if (!SKP_FAR || (x > -n && x < 2 * n - 1))
+    if (x > -n && x < 2 * n - 1)
         return x < 0 ? -x : 2 * n - 2 - x;
     const int p = 2 * n - 2;
     int y = x % p;

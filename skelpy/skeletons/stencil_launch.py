@@ -75,22 +75,6 @@ class BoundStencil:
                      np.int32(cols)]
             extra = self.extra_args(rt)
         info: dict = {}
-        sh = plan.shape
-        reach_far = max(sh.north, sh.south) >= rows or max(sh.east, sh.west) >= cols
-
-        def far(point, lsize) -> tuple[str, ...]:
-            """SKP_FAR where a coordinate may fold more than once: a reach beyond the matrix,
-            or an edge group's staged tile (tile plus halo, from a group start inside the
-            matrix) reaching a second period."""
-            if not reach_far and not int(point["local"]):
-                return ()
-            if not reach_far and lsize is not None:
-                vec = int(point.get("vec", 1))
-                tile_c = lsize[0] * (vec if vec > 1 else int(point["cc"]))
-                tile_r = lsize[1] * int(point["cr"])
-                if tile_c + sh.east < cols and tile_r + sh.south < rows:
-                    return ()
-            return ("-DSKP_FAR=1",)
 
         def run(point):
             gsize, lsize = geometry(point, rows, cols)
@@ -98,8 +82,7 @@ class BoundStencil:
             if int(point["local"]):
                 args.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
             args.extend(extra)
-            opts = far(point, lsize)
-            kernel = plan.kernel(rt, point, extra=opts) if opts else plan.kernel(rt, point)
+            kernel = plan.kernel(rt, point)
             info["g"], info["l"], info["args"], info["kernel"] = gsize, lsize, args, kernel
             ev = rt.launch(kernel, gsize, lsize, args, params=point, skeleton=skel.kind,
                            origin=skel.origin)
@@ -137,9 +120,10 @@ def geometry(point, rows: int, cols: int) -> tuple[tuple[int, int], tuple[int, i
     return (-(-cols // (wc * cc)) * wc, -(-rows // (wr * cr)) * wr), (wc, wr)
 
 
-def repeat_launcher(skel, bound: BoundStencil, m, extras, rt):
-    """A launcher for repeats of a one-step call (``u = step(u)`` in a loop): same runtime,
-    input Matrix dtype and shape, the same kinds of extras and a settled tuner decision
+def repeat_launcher(skel, bound: BoundStencil, m, extras, rt, stem=None):
+    """A launcher for repeats of a one-step call (``u = step(u)`` in a loop): same runtime
+    (in auto mode, ``stem`` given: the cost model's remembered choice is still it), input
+    Matrix dtype and shape, the same kinds of extras and a settled tuner decision
     (``tuner.ticket_valid``); it skips binding, plan and tuner look-ups. None when the call
     does not qualify; the launcher itself returns None for anything unexpected, and the
     full path runs instead (as for Map, see elementwise._Elementwise._make_fast)."""
@@ -166,9 +150,16 @@ def repeat_launcher(skel, bound: BoundStencil, m, extras, rt):
 
     def fast(m, call_extras):
         if type(m) is not Matrix or m.shape != shape or m.dtype != in_dt \
-                or len(call_extras) != len(specs) or _rt.fixed() is not rt \
-                or not ticket_valid(ticket):
+                or len(call_extras) != len(specs) or not ticket_valid(ticket):
             return None
+        choice = None
+        if _rt.fixed() is not rt:
+            # the containers in the order ``place`` gives them to the cost model
+            arrays = [v for v in call_extras if isinstance(v, Container)]
+            choice = skel._auto_repeat(rt, stem, [m, *[v for v in arrays if v.ndim == 2],
+                                                  *[v for v in arrays if v.ndim == 1]])
+            if choice is None:
+                return None
         argv = template[:first_extra]
         try:
             for v, (typ, dt, shp, conv) in zip(call_extras, specs):
@@ -187,7 +178,8 @@ def repeat_launcher(skel, bound: BoundStencil, m, extras, rt):
         argv[0] = buf = rt.allocate(nbytes)
         argv[1] = m.device_buffer(rt)
         dst = Matrix.from_device(buf, shape, odt, rt)
-        return dst if skel._relaunch(rt, kernel, gsize, lsize, argv, point) else None
+        return dst if skel._relaunch(rt, kernel, gsize, lsize, argv, point, choice,
+                                     dst) else None
 
     return fast
 
