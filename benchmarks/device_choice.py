@@ -157,8 +157,9 @@ class Bench:
             self.once(case, skel, arrays, where, d)                  # builds, first sizes
             forced.append(statistics.median(self.once(case, skel, arrays, where, d)[0]
                                             for _ in range(self.reps)))
-        skel = case.make()
-        _t, first = self.once(case, skel, arrays, where, None)       # the cold decision
+        # The last forced skeleton, its kernels built on every device: the first call in
+        # auto mode makes the cold decision (predicts every device), the repeats reuse it.
+        first_t, first = self.once(case, skel, arrays, where, None)
         runs = [self.once(case, skel, arrays, where, None) for _ in range(self.reps)]
         auto_t = statistics.median(t for t, _c in runs)
         chosen = [self.labels.index(c.device) for _t, c in runs]
@@ -171,11 +172,49 @@ class Bench:
             "residency": "host" if where is None else self.labels[where],
             "forced_s": forced, "oracle": self.labels[oracle],
             "auto": self.labels[pick], "auto_first": first.device,
-            "auto_s": auto_t, "predicted_s": predicted,
+            "auto_s": auto_t, "auto_first_s": first_t, "predicted_s": predicted,
             "margin": runs[0][1].margin, "reason": runs[0][1].reason,
             "kernel_sources": [preds[k].kernel_source if k in preds else None
                                for k in self.labels],
         }
+
+
+def repeat_overhead(bench: Bench, calls: int, blocks: int = 5) -> dict:
+    """Auto mode's own time on repeated calls: a tiny Map (the repeat-call launcher) and a
+    tiny Reduce (the full call path) on data resident where auto mode runs them, ``calls``
+    calls per block, forced and auto blocks alternating; the median block per call."""
+    sk, R = bench.sk, bench.R
+    rng = np.random.default_rng(1)
+    cases = {"Map": (sk.Map(lambda x: x * x + np.float32(1)), False),
+             "Reduce": (sk.Reduce(lambda x, y: x + y, identity=0), True)}
+    out = {}
+    for name, (skel, scalar) in cases.items():
+        data = sk.Vector(rng.random(1024, dtype=np.float32))
+        sk.use(bench.auto)
+        for _ in range(64):                        # decide, measure, settle
+            skel(data)
+        choice = skel.last_launch.choice
+        rt, label = choice.runtime, choice.device
+        times = {"forced": [], "auto": []}
+
+        def block(mode):
+            sk.use(mode)
+            skel(data)
+            rt.finish()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                skel(data)
+            rt.finish()
+            return (time.perf_counter() - t0) / calls
+
+        for _ in range(blocks):
+            times["forced"].append(block(rt.device))
+            times["auto"].append(block(bench.auto))
+        out[name] = {"device": label, "calls": calls, "result_read": scalar,
+                     "forced_us": statistics.median(times["forced"]) * 1e6,
+                     "auto_us": statistics.median(times["auto"]) * 1e6}
+    R.use(bench.auto)
+    return out
 
 
 def summarise(rows: list[dict], labels: list[str]) -> dict:
@@ -206,8 +245,13 @@ def summarise(rows: list[dict], labels: list[str]) -> dict:
                for p, m in [(r["predicted_s"][labels.index(dev)],
                              r["forced_s"][labels.index(dev)])] if p]
         out[f"d_geomean_large[{dev}]"] = geo(big)
+    # auto mode's own time per call: repeats of a call reuse its decision; the first call
+    # of a signature predicts every device (its time also has the full call path's work)
     out["overhead_median_s"] = statistics.median(
         r["auto_s"] - r["forced_s"][labels.index(r["auto"])] for r in rows)
+    firsts = [r["auto_first_s"] - r["forced_s"][labels.index(r["auto_first"])]
+              for r in rows if "auto_first_s" in r]
+    out["overhead_first_median_s"] = statistics.median(firsts) if firsts else None
     by_size = {}
     for r in rows:
         b = by_size.setdefault(r["n"], [0, 0, 0])
@@ -311,7 +355,16 @@ def markdown(results: Path, md_dir: Path) -> str:
                      f"{_x(s.get(f'd_geomean_large[{lab}]'))} | |")
         ov = s.get("overhead_median_s")
         if ov is not None:
-            L.append(f"| auto mode's own time per call (median) | {ov * 1e6:.0f} µs | |")
+            L.append(f"| auto mode's own time per call, repeated calls (median over cases) | "
+                     f"{ov * 1e6:.0f} µs | |")
+        ov = s.get("overhead_first_median_s")
+        if ov is not None:
+            L.append(f"| same, the first call of a signature (cold decision) | "
+                     f"{ov * 1e6:.0f} µs | |")
+        for name, r in s.get("repeat_overhead", {}).items():
+            L.append(f"| a tiny {name} called {r['calls']}x (on {r['device']}): per call "
+                     f"forced / auto | {r['forced_us']:.1f} / {r['auto_us']:.1f} µs "
+                     f"(+{r['auto_us'] - r['forced_us']:.1f}) | +<= 15 µs |")
         L += ["", "Per size (cases: optimal / within 5% / slower):", "",
               "| size | " + " | ".join(f"2^{int(math.log2(int(n)))}"
                                        for n in s.get("by_size", {})) + " |",
@@ -364,6 +417,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--budget-s", type=float, default=240.0,
                     help="stop starting new sizes when the next would end after this")
     ap.add_argument("--cache", default=None, help="cache folder (default: a fresh one)")
+    ap.add_argument("--calls", type=int, default=2000,
+                    help="calls per block of the repeated-call overhead measurement")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args(argv)
     os.environ["SKELPY_CACHE_DIR"] = args.cache or tempfile.mkdtemp(prefix="skelpy-dc-")
@@ -405,7 +460,9 @@ def main(argv=None) -> dict:
     summary = summarise(rows, labels)
     summary["skipped_sizes"] = skipped
     summary["elapsed_s"] = time.perf_counter() - t_start
-    slug = "+".join(device_slug(x)[:24] for x in labels)
+    summary["repeat_overhead"] = repeat_overhead(bench, args.calls)
+    print("repeated calls, per call:", summary["repeat_overhead"], flush=True)
+    slug = device_slug("-".join(device_slug(x)[:24] for x in labels))   # no '+' in names
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / f"device_choice-{slug}.png"

@@ -19,6 +19,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+try:
+    from benchmarks import report_multidev
+except ImportError:                        # run as a script: benchmarks/ is on sys.path
+    import report_multidev  # type: ignore[no-redef]
+
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
 MARKDOWN = HERE / "RESULTS.md"
@@ -407,7 +412,7 @@ def device_section(doc: dict, charts: dict[str, str]) -> list[str]:
         L.append("")
     te = doc.get("tuner_eval")
     if te and te.get("summary"):
-        L.append("### Autotuner evaluation (seed 002 ch. 7, leave-one-kernel-out)")
+        L.append("### Autotuner evaluation ([Cummins 2018] ch. 7, leave-one-kernel-out)")
         L.append("")
         trs = []
         for name, s in te["summary"].items():
@@ -429,6 +434,7 @@ def device_section(doc: dict, charts: dict[str, str]) -> list[str]:
                     "interleaved" if te.get("confirmed") else "")
                  + (f" (source: `results/{te['_file']}`)" if te.get("_file") else "") + ".")
         L.append("")
+    L += report_multidev.section(doc.get("multidev") or {}, charts.get("multidev"))
     L.append("### Targets")
     L.append("")
     L += _table(["issue", "target", "measured", "threshold", "status"],
@@ -679,6 +685,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
                     path = results / f"bench-{slug}-{key}.png"
                     if fn(d, path):
                         got[key] = rel(path)
+                path = results / f"bench-{slug}-multidev.png"
+                if d.get("multidev") and report_multidev.chart(d["multidev"], path, _plt()):
+                    got["multidev"] = rel(path)
                 charts[slug] = got
             path = results / "bench-devices-fraction-of-copy.png"
             if chart_devices(docs, path):

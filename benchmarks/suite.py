@@ -18,6 +18,10 @@ one part's device state cannot colour the next one's timings):
                           beside the copy bound (opt-in: --only temporal; bench_temporal.py)
     fusion                array expressions fused into one kernel vs hand-written, MapReduce
                           and CuPy (opt-in: --only fusion; bench_fusion.py)
+    multidev              Map, Zip, Reduce, dot, Scan, matmul, heat, Gaussian, Life on 1 vs
+                          2 (vs N) devices of one host: speedups, exchange fraction (opt-in:
+                          --only multidev; every GPU when there are two, else PoCL's CPU
+                          devices; bench_multidev.py)
 
 Each part gets a share of the budget and picks its sizes (tiny < quick < medium < full) from
 that share; a part still running at its (cumulative) deadline is stopped, and parts that no
@@ -60,7 +64,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SCHEMA = "skelpy-bench-suite/1"
 
 PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning", "tuner_eval",
-         "temporal", "fusion")
+         "temporal", "fusion", "multidev")
 DEFAULT_PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning")
 ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_allpairs",
            "allpairs": "reduce_scan_allpairs", "matmul": "reduce_scan_allpairs",
@@ -68,7 +72,8 @@ ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_
            "elementwise": "extras", "cupy": "extras"}
 # Share of the budget per part (relative weights).
 WEIGHTS = {"map": 1.0, "reduce_scan_allpairs": 2.0, "stencil": 4.0, "extras": 1.0,
-           "tuning": 2.0, "tuner_eval": 4.0, "temporal": 2.0, "fusion": 1.0}
+           "tuning": 2.0, "tuner_eval": 4.0, "temporal": 2.0, "fusion": 1.0,
+           "multidev": 2.0}
 SCALES = ("tiny", "quick", "medium", "full")
 # Rough seconds per part and scale on the reference machines (a 2-core PoCL CPU with a cold
 # kernel cache, measured; the GPU's are guesses); a part takes the largest scale whose
@@ -78,11 +83,13 @@ EST_SECONDS = {
     "cpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 30, 70),
             "stencil": (10, 25, 50, 200), "extras": (4, 6, 12, 30),
             "tuning": (10, 40, 90, 150), "tuner_eval": (40, 240, 480, 1200),
-            "temporal": (15, 50, 150, 400), "fusion": (30, 60, 120, 240)},
+            "temporal": (15, 50, 150, 400), "fusion": (30, 60, 120, 240),
+            "multidev": (20, 60, 120, 300)},
     "gpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 25, 60),
             "stencil": (10, 30, 80, 200), "extras": (4, 6, 10, 20),
             "tuning": (10, 40, 80, 150), "tuner_eval": (40, 240, 480, 1200),
-            "temporal": (15, 180, 600, 1800), "fusion": (20, 40, 90, 180)},
+            "temporal": (15, 180, 600, 1800), "fusion": (20, 40, 90, 180),
+            "multidev": (20, 60, 150, 400)},
 }
 STENCIL_SET = "game_of_life,heat_5pt,gaussian_5x5,gaussian_11x11,canny"
 _now = time.perf_counter      # the suite's clock (tests replace it to spend the budget)
@@ -180,6 +187,10 @@ def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
         return (["--quick"] if quick else []) + ["--minutes", minutes]
     if part == "fusion":
         return (["--quick"] if quick else []) + (["--calls", "50"] if sc.name == "tiny" else [])
+    if part == "multidev":
+        if sc.name == "tiny":
+            return ["--scale", "tiny", "--reps", "2", "--iterations", "4"]
+        return ["--scale", sc.name]
     if part == "temporal":
         if sc.name == "tiny":
             return ["--quick", "--sizes", "64", "--iterations", "4", "--cases", "heat"]
@@ -361,6 +372,9 @@ def _child(part: str, dump: Path, parts_dir: Path, argv: list[str]) -> int:
         data = mod.main(argv + out)
     elif part == "fusion":
         from benchmarks import bench_fusion as mod
+        data = mod.main(argv)
+    elif part == "multidev":
+        from benchmarks import bench_multidev as mod
         data = mod.main(argv)
     elif part == "extras":
         data = part_extras(argv)
@@ -1083,6 +1097,8 @@ def merge(meta: dict, raw: dict[str, dict]) -> dict:
         doc["temporal"] = raw["temporal"]
     if "fusion" in raw:
         doc["fusion"] = raw["fusion"]
+    if "multidev" in raw:
+        doc["multidev"] = raw["multidev"]
     if merge_errors:
         doc["merge_errors"] = merge_errors
     doc["targets"] = targets(doc)

@@ -1,13 +1,13 @@
-"""Seed 002's evaluation of the autotuner (OmniTune ch. 7), on this machine's device.
+"""[Cummins 2018]'s evaluation of the autotuner (OmniTune ch. 7), on this machine's device.
 
 1. Exhaustive sweeps: every legal launch point of a scenario set (synthetic stencils from
-   seed 002 Table 6.3's shapes, Game of Life, heat, Gaussian 5x5 and 11x11, the Canny stages,
-   a Map and a Reduce) at sizes 512^2..4096^2 (``--quick``: 512^2 only, fewer kernels, and a
+   [Cummins 2018] Table 6.3's shapes, Game of Life, heat, Gaussian 5x5 and 11x11, the Canny
+   stages, a Map and a Reduce) at sizes 512^2..4096^2 (``--quick``: 512^2 only, fewer kernels, and a
    deterministic sample of each space), measured from profiling events (on a CPU the
    minimum of a few repeats: its noise only adds).
 2. Leave-one-kernel-out cross-validation of the three model approaches (classifier with
    nearest-neighbour fallback, runtime regressor, speedup regressor) and of the two coarsening
-   strategies (joint, seed 000's doubling), per parameter signature.
+   strategies (joint, [Magni 2015]'s doubling), per parameter signature.
 3. A confirmation round (``--no-confirm`` skips it): per scenario, the sweep's best few points
    and every point any method or baseline picked are re-measured, interleaved round-robin in
    one time window, and every ratio is computed from that round. The sweep's oracle is a
@@ -76,7 +76,7 @@ from skelpy.tuner.space import ParamSpace  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# -- the real kernels (seed 002 ch. 6.1) --------------------------------------------------------
+# -- the real kernels ([Cummins 2018] ch. 6.1) ---------------------------------------------
 
 
 def game_of_life(nb):
@@ -280,7 +280,7 @@ def cases(quick: bool, sizes: list[int], kinds: set[str] | None = None,
                     continue
                 out.append(_synthetic_case(shape4, bool(k % 2), size))
             if not quick:
-                # border modes and dtypes beyond the default (seed 002's generator varies
+                # border modes and dtypes beyond the default ([Cummins 2018]'s generator varies
                 # shape, dtype and body; the border mode changes the index arithmetic)
                 # (the complex float32 body with "wrap" segfaults PoCL at wg 4x1024, cr 4,
                 # cc 4 on 512^2, a tile wider than the matrix: reported, left out here)
@@ -468,7 +468,7 @@ def evaluate(scns: list[tmodel.ScenarioData], groups: dict[str, str], info: dict
     notes = []
     for sig, sds in by_sig.items():
         kernels = sorted({groups[sd.key] for sd in sds})
-        # the best single static point (seed 002 §7.3.3) in hindsight, over all scenarios
+        # the best single static point ([Cummins 2018] §7.3.3) in hindsight, over all scenarios
         ranked = tmodel.static_ranking(sds)
         static_all = ranked[0] if ranked else None
         if len(kernels) < 2:
@@ -827,7 +827,7 @@ def plots(slug: str, rows: list[dict], summary: dict, out: Path) -> list[str]:
     fig.savefig(p, dpi=110)
     plt.close(fig)
     files.append(str(p))
-    # oracle work-group sizes of the 2-D scenarios (seed 002 Fig. 7.x)
+    # oracle work-group sizes of the 2-D scenarios ([Cummins 2018] Fig. 7.x)
     pts = [r["oracle"] for r in rows if "wg_r" in r["oracle"] and "wg_c" in r["oracle"]]
     if pts:
         rs = sorted({p["wg_r"] for p in pts})

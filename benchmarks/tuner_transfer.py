@@ -345,7 +345,9 @@ def main_new_device(args) -> int:
                       "points_per_second": rep.measured / max(rep.sweep_seconds, 1e-9),
                       "per_kind": rep.per_kind, "failed": rep.failed,
                       "signatures": {s: {"scenarios": g.n_scenarios, "local": g.n_local,
-                                         "origin": g.origin} for s, g in tuned.groups.items()}}
+                                         "origin": g.origin, "keeps_default": g.keeps_default,
+                                         "validation": g.validation}
+                                     for s, g in tuned.groups.items()}}
     print(f"tune: {rep.measured} points of {rep.scenarios} scenarios in "
           f"{rep.sweep_seconds:.0f} s + training {result['tune']['train_seconds']:.0f} s",
           flush=True)

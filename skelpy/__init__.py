@@ -8,7 +8,7 @@ launches the OpenCL kernel. See the README for a tour.
 from __future__ import annotations
 
 from .array import HostFallbackWarning, evaluate, lazy, where
-from .containers import IndexMatrix, IndexVector, Matrix, Vector
+from .containers import Distribution, IndexMatrix, IndexVector, Matrix, Overlap, Vector
 from .debug import debug
 from .errors import (
     BoundsError,
@@ -24,7 +24,7 @@ from .errors import (
     SkelpyError,
     TranslationError,
 )
-from .runtime import Device, current_device, devices, use
+from .runtime import Device, current_device, current_devices, devices, use
 from .skeletons import (
     AllPairs,
     Map,
@@ -41,10 +41,10 @@ from .tuner import tuning
 __version__ = "0.1.0"
 
 __all__ = [
-    "Vector", "Matrix", "IndexVector", "IndexMatrix",
+    "Vector", "Matrix", "IndexVector", "IndexMatrix", "Overlap", "Distribution",
     "Map", "Zip", "Reduce", "MapReduce", "Scan", "AllPairs",
     "Stencil", "StencilSequence", "Shape",
-    "devices", "use", "current_device", "Device", "tuning", "debug",
+    "devices", "use", "current_device", "current_devices", "Device", "tuning", "debug",
     "SkelpyError", "TranslationError", "BuildError", "LaunchError", "ShapeError",
     "DTypeError", "DeviceError", "ParameterError", "RefusedParameters", "CallError",
     "BoundsError", "BuildWarning",

@@ -10,7 +10,8 @@ are notes on the generated code's style: "self-comparison always evaluates to ..
 is Python's NaN test, and a muscle written for every dtype, the array style's argmin or a
 user's ``x == x``, compiles it for integers too, where the constant answer is the right one)
 and "equality comparison with extraneous parentheses" (``if ((i == 2L))``: every comparison is
-emitted in parentheses).
+emitted in parentheses); and NVIDIA's "Function skelpy_... is a kernel, so overriding noinline
+attribute", which its compiler says of every kernel in some builds (seen on an H100).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from .errors import BuildWarning, build_report
 
 _UNROLL_NOTE = re.compile(r"loop not unrolled", re.IGNORECASE)
 _STYLE_NOTES = re.compile(r"self-comparison always evaluates to|"
-                          r"equality comparison with extraneous parentheses", re.IGNORECASE)
+                          r"equality comparison with extraneous parentheses|"
+                          r"is a kernel, so overriding noinline attribute", re.IGNORECASE)
 
 
 def build_warning(program: cl.Program, device, source: str, options: str,

@@ -263,7 +263,9 @@ def _train(store: _store.Store, device: str, model: Any = None,
                    f"{_model.MIN_SCENARIOS})")
         elif g.origin == "shipped":
             _print(f"  [{sig}] the model shipped with skelpy (trained on {g.n_scenarios} "
-                   "scenarios of other devices): nothing of this kind measured here")
+                   "scenarios of other devices): "
+                   + (f"{mine} scenario(s) measured here" if g.validation
+                      else "nothing of this kind measured here"))
         else:
             best = (f", {len(g.classes)} distinct best points" if g.classifier is not None
                     else "")
@@ -273,6 +275,15 @@ def _train(store: _store.Store, device: str, model: Any = None,
                    f" (this device's only{'' if mine < LOCAL_TAKES_OVER else ': enough'})")
             _print(f"  [{sig}] {g.n_scenarios} scenarios{mix}, {g.n_rows} training rows "
                    f"(measured points){best}")
+        v = g.validation if g is not None else {}
+        if v:
+            sc = ", ".join(f"{k} {x:.2f}x" for k, x in v.get("scores", {}).items())
+            _print(f"    checked on {v.get('scenarios', 0)} scenario(s) of this device's own "
+                   f"kernels, each left out (speedup over the default: {sc or 'too few'}): "
+                   + {"local": "this device's model is used",
+                      "shipped": "the shipped model is used",
+                      "default": "the default is kept (the model orders sweeps only)"}
+                   .get(v.get("use", ""), ""))
 
 
 def _axes(space: dict) -> tuple[str | None, str | None]:

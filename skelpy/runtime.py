@@ -1,6 +1,8 @@
 """Devices, the one context and profiling queue, the program cache, launches and timing.
 
-One :class:`Runtime` exists per chosen device. Programs are cached in memory by (source,
+One :class:`Runtime` exists per chosen device; a :class:`Group` of several devices (``sk.use(
+["gpu:0", "gpu:1"])``, ``sk.use("gpu:*")``) holds one Runtime per device, all in one context
+(see :class:`Group` for why). Programs are cached in memory by (source,
 options) in a :class:`~skelpy.programs.ProgramCache`, an LRU bounded by count and bytes whose
 entries also go when the last plan that used them is dropped; beneath that, pyopencl caches
 binaries on disk. Kernel objects are created once per program because looking them up on every
@@ -29,6 +31,7 @@ import pyopencl as cl
 import pyopencl.tools as cl_tools
 
 from .build_log import build_warning
+from .device_groups import Group, is_group_spec, open_group, select_group
 from .errors import BuildError, DeviceError, LaunchError, RefusedParameters, ShapeError
 from .programs import ProgramCache
 
@@ -102,10 +105,25 @@ class Device:
         return int(self.cl_device.max_compute_units)
 
     @cached_property
-    def key(self) -> str:
-        """Stable identity of this device and driver, for caches and the tuning store."""
+    def ordinal(self) -> int:
+        """Position of this device among the identical ones (same platform, name and driver)
+        of its platform: 0 for the first."""
         d = self.cl_device
-        return f"{self.platform} | {self.name} | {d.driver_version.strip()}"
+        try:
+            same = [x for x in d.platform.get_devices()
+                    if x.name == d.name and x.driver_version == d.driver_version]
+            return same.index(d)
+        except (cl.Error, ValueError):
+            return 0
+
+    @cached_property
+    def key(self) -> str:
+        """Stable identity of this device and driver, for caches and the tuning store. A second
+        identical device (two H200s of one host) gets ``| #1`` after it, so that the tuner
+        decides, measures and records refusals per device."""
+        d = self.cl_device
+        key = f"{self.platform} | {self.name} | {d.driver_version.strip()}"
+        return key + (f" | #{self.ordinal}" if self.ordinal else "")
 
     @cached_property
     def short_key(self) -> str:
@@ -182,6 +200,13 @@ def _select(spec, candidates: Sequence[Device]) -> Device:
     s = str(spec).strip().lower()
     if s.isdigit():
         return _select(int(s), candidates)
+    kind, colon, index = s.partition(":")
+    if colon and kind in ("gpu", "cpu", "accelerator") and index.isdigit():
+        of_kind = [d for d in candidates if d.kind == kind]      # "gpu:1": the second GPU
+        if int(index) >= len(of_kind):
+            raise DeviceError(f"no {s!r}: {len(of_kind)} {kind.upper()} device(s); available: "
+                              + ", ".join(d.name for d in candidates))
+        return of_kind[int(index)]
     if s in ("gpu", "cpu", "accelerator"):
         for d in candidates:
             if d.kind == s:
@@ -267,16 +292,25 @@ class _QuietBuilds:
 
 
 class Runtime:
-    """The context, queue, allocator and caches for one device."""
+    """The context, queue, allocator and caches for one device.
 
-    def __init__(self, device: Device):
+    A runtime of a :class:`Group` shares the group's context (``context=``) and knows its
+    ``group`` and its ``rank`` in it; a runtime of one device has ``group`` None."""
+
+    group: Group | None = None        # the device group this runtime is part of
+    rank = 0                          # its position in the group
+
+    def __init__(self, device: Device, context: cl.Context | None = None):
         self.device = device
         try:
-            self.context = cl.Context([device.cl_device])
+            self.context = cl.Context([device.cl_device]) if context is None else context
             self.queue = cl.CommandQueue(
-                self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+                self.context, device.cl_device,
+                properties=cl.command_queue_properties.PROFILING_ENABLE)
         except cl.Error as exc:
             raise DeviceError(f"cannot open {device.name}: {exc}") from exc
+        # a context over several devices builds a program for this device only
+        self._build_for = None if context is None else [device.cl_device]
         self.allocator = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self._local_limit = device.local_mem_size
         self.programs = ProgramCache()
@@ -348,7 +382,8 @@ class Runtime:
                     self.stats.builds += 1
                 try:
                     with self._quiet:              # pyopencl's "build succeeded with log"
-                        prg = cl.Program(self.context, source).build(options=list(options))
+                        prg = cl.Program(self.context, source).build(
+                            options=list(options), devices=self._build_for)
                 except cl.Error as exc:
                     where = f"{origin}: " if origin else ""
                     raise BuildError(f"{where}the OpenCL compiler for {self.device.name} "
@@ -591,6 +626,7 @@ def _error_code(exc: cl.Error) -> int | None:
 _current: Runtime | None = None
 _current_lock = threading.Lock()
 _runtimes: dict[Device, Runtime] = {}
+_groups: dict[tuple[Device, ...], Group] = {}     # device groups opened, by their devices
 _auto = False
 _auto_list: list[Runtime] | None = None
 
@@ -611,13 +647,23 @@ def runtime_of(device: Device) -> Runtime:
     return rt
 
 
-def use(device=None) -> Device:
+def use(device=None) -> Device | list[Device]:
     """Choose the device for all later skeleton calls: a :class:`Device`, an index into
-    :func:`devices`, ``"gpu"``/``"cpu"``, or a substring of the device or platform name.
-    ``"auto"``: each call runs on the device with the lowest predicted time for it
-    (``skelpy.costmodel``), among all devices or, with ``"auto:gpu,cpu"``, among those
-    named; returns the first candidate."""
+    :func:`devices`, ``"gpu"``/``"cpu"``, ``"gpu:1"`` (the second GPU), or a substring of the
+    device or platform name. A list of those, or a pattern (``"gpu:*"``, ``"cpu:*"``),
+    chooses a device group: skeletons then run on all of them (returns the list; a group of
+    one device is that device). ``"auto"``: each call runs on the device with the lowest
+    predicted time for it (``skelpy.costmodel``), among all devices or, with
+    ``"auto:gpu,cpu"``, among those named; returns the first candidate. ``"mpi"``
+    (``"mpi:gpu"``, ``"mpi:cpu"``), in a program started by ``mpiexec``: one device per rank,
+    the ranks a group (:mod:`skelpy.mpi`)."""
     global _current, _auto, _auto_list
+    if isinstance(device, str) and device.strip().lower().partition(":")[0] == "mpi":
+        from . import mpi  # imports mpi4py: only when asked for
+        rt = mpi.open_group(device, devices(), Runtime)
+        with _current_lock:
+            _auto, _current = False, rt
+        return list(rt.group.devices)
     if isinstance(device, str) and device.strip().lower().split(":", 1)[0] == "auto":
         found = devices()
         named = [_select(x.strip(), found) for x in device.partition(":")[2].split(",")
@@ -626,6 +672,20 @@ def use(device=None) -> Device:
         with _current_lock:
             _auto, _current, _auto_list = True, None, rts
         return _select(None, [r.device for r in rts])
+    if is_group_spec(device):                       # several devices at once
+        chosen = select_group(device, devices(), _select)
+        if len(chosen) > 1:
+            with _current_lock:
+                key = tuple(chosen)
+                group = _groups.get(key)
+                if group is None:
+                    group = _groups[key] = open_group(chosen, Runtime)
+                _auto, _current = False, group.runtimes[0]
+            return chosen
+        rt = runtime_of(chosen[0])                  # a group of one device is that device
+        with _current_lock:
+            _auto, _current = False, rt
+        return chosen
     chosen = _select(device, devices())
     rt = runtime_of(chosen)
     with _current_lock:
@@ -634,8 +694,9 @@ def use(device=None) -> Device:
 
 
 def current() -> Runtime:
-    """The runtime of the chosen device, opening the default one on first use (in auto
-    mode, the default device's: calls choose their own through ``skelpy.costmodel``)."""
+    """The runtime of the chosen device (of a group: its first device's), opening the default
+    one on first use (in auto mode, the default device's: calls choose their own through
+    ``skelpy.costmodel``)."""
     rt = _current
     if rt is not None:
         return rt
@@ -667,5 +728,11 @@ def auto_runtimes() -> list[Runtime]:
 
 
 def current_device() -> Device:
+    """The device in use (of a group: its first)."""
     return current().device
 
+
+def current_devices() -> list[Device]:
+    """The devices in use: the group's, or the one device."""
+    rt = current()
+    return list(rt.group.devices) if rt.group is not None else [rt.device]

@@ -281,3 +281,25 @@ def test_opencl_c_muscle_reads():
     with sk.debug(), pytest.raises(sk.BoundsError,
                                    match=r"C line 2\): index 3 of `SKELPY_GET\(t, 3\)`"):
         f(A, T)
+
+
+def test_nvidia_noinline_note_is_not_a_build_warning():
+    # NVIDIA's compiler says this of every kernel in some builds (seen on an H100): no news
+    from types import SimpleNamespace
+
+    from skelpy.build_log import build_warning
+
+    class Program:
+        def __init__(self, log):
+            self.log = log
+
+        def get_build_info(self, device, what):
+            return self.log
+
+    dev = SimpleNamespace(cl_device=None, name="NVIDIA H100")
+    note = ("(): Warning: Function skelpy_stencil is a kernel, so overriding noinline "
+            "attribute. The function may be inlined when called.")
+    assert build_warning(Program(note), dev, "src", "") is None
+    other = build_warning(Program(note + "\n<source>:3:1: warning: unused variable 'x'"),
+                          dev, "src", "")
+    assert other is not None and "unused variable" in str(other)

@@ -127,5 +127,8 @@ def test_tune_synthetic_within_minutes_trains_a_model_inside_its_budget(capsys):
     dev = runtime.current_device()
     m = tuner.manager().get(dev.key)
     assert m is not None and not m.pretrained and m.n_measurements > 0
-    local = {g.origin for g in m.groups.values()}
-    assert "local" in local or any(g.n_local for g in m.groups.values())
+    # every signature measured here was trained and checked on this device's own kernels
+    # (a model from thin data leaves the default only where it beat it: validation.py)
+    checked = [g for g in m.groups.values() if g.validation]
+    assert checked and "checked on" in out
+    assert all(g.validation["use"] in ("local", "shipped", "default") for g in checked)

@@ -240,6 +240,10 @@ class Recipe:
             out, skeleton = compute(self.node, self.shape)
         self.skeleton = skeleton
         LAST.skeleton = skeleton
+        parts = out.storage.parts
+        if parts is not None and not out.storage.device_valid:
+            storage.filled_parts(parts)      # computed on a device group: it stays there
+            return
         rt = _rt.current()
         storage.filled(out.device_buffer(rt), rt)
 

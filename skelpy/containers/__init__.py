@@ -6,7 +6,8 @@ and index spaces (indices without storage).
   ``skelpy.array``);
 - :mod:`.storage`: the host/device state of one container's data;
 - :mod:`.selection`: which part of a container an index touches;
-- :mod:`.index_spaces`: IndexVector and IndexMatrix.
+- :mod:`.index_spaces`: IndexVector and IndexMatrix;
+- :mod:`.distributions`: how data is spread over a device group (single, block, copy, Overlap).
 """
 
 from .array_surface import array_backend, set_array_backend
@@ -18,7 +19,9 @@ from .container import (
     as_container,
     empty_like_shape,
 )
+from .distributions import Distribution, Overlap, as_distribution
 from .index_spaces import IndexMatrix, IndexSpace, IndexVector
 
-__all__ = ["Container", "IndexMatrix", "IndexSpace", "IndexVector", "Matrix", "MatrixRow",
-           "Vector", "array_backend", "as_container", "empty_like_shape", "set_array_backend"]
+__all__ = ["Container", "Distribution", "IndexMatrix", "IndexSpace", "IndexVector", "Matrix",
+           "MatrixRow", "Overlap", "Vector", "array_backend", "as_container", "as_distribution",
+           "empty_like_shape", "set_array_backend"]

@@ -12,6 +12,11 @@ Views (``v[a:b]``, ``m[:, j]``, ``m.T``, ``reshape``) are containers over their 
 reductions on containers are the *array backend*'s (``skelpy.array``, which sits above the
 skeletons and registers itself here with :func:`set_array_backend`): they build lazy values
 whose storage is ``pending`` until read (:mod:`.storage`).
+
+On a device group a container also has a *distribution* (:mod:`.distributions`): ``Vector(a,
+distribution="block")`` asks for one, ``v.distribution`` says which it has, and
+``v.redistribute("copy")`` changes it; without one, the first skeleton picks it. Element
+access, views and host reads of a container whose only copy is on the group gather it first.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import numpy as np
 
 from .. import runtime as _rt
 from ..dtypes import check_dtype
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ParameterError, ShapeError
 from . import layout as _layout
 from .array_surface import ArraySurface, array_backend
+from .distributions import Distribution, as_distribution
 from .index_spaces import IndexSpace
 from .layout import Layout
 from .selection import Selection, as_int, basic_selection, checked_int
@@ -41,8 +47,28 @@ class Container(ArraySurface):
     ndim: int = 0
     __array_priority__ = 10.0
     __hash__ = None  # type: ignore[assignment]   # == is elementwise, as for ndarrays
+    # skelpy.distribution installs here the function that spreads a container over a device
+    # group (``distributed(container, group, dist)``); containers do not import it
+    distributor = None
+    # skelpy.mpi installs here what builds containers under MPI (``sk.use("mpi")``), where
+    # construction is collective: shapes agreed, data scattered from the rank that has it
+    collective = None
 
-    def __init__(self, data: Any = None, dtype=None, *, shape: tuple[int, ...] | None = None):
+    def __init__(self, data: Any = None, dtype=None, *, shape: tuple[int, ...] | None = None,
+                 distribution: str | Distribution | None = None):
+        dist = as_distribution(distribution)
+        hook = Container.collective
+        built = None if hook is None else hook.init(type(self), data, dtype, shape,
+                                                    distribution)
+        if built is not None:
+            for name in ("_shape", "_dtype", "_storage", "_layout"):
+                setattr(self, name, getattr(built, name))
+            return
+        self._init_data(data, dtype, shape)
+        if dist is not None:
+            self._storage.distribution = dist
+
+    def _init_data(self, data, dtype, shape) -> None:
         name = type(self).__name__
         if data is None:
             if shape is None or dtype is None:
@@ -219,7 +245,8 @@ class Container(ArraySurface):
             if row is not None:
                 return MatrixRow(self, checked_int(row, self._shape[0], 0))
         s = self._storage
-        if self._layout is None and s.pending is None:
+        s.resolve()
+        if self._layout is None:
             sel = basic_selection(key, self._shape)
             if sel is not None and all(sel.dropped):        # an element
                 if s.host is not None:
@@ -310,6 +337,8 @@ class Container(ArraySurface):
         s = self._storage
         if s.pending is not None:
             where = "pending"
+        elif s.parts is not None and s.host is None and not s.device_valid:
+            where = f"{len(s.parts.parts)} devices, {s.parts.dist}"
         else:
             where = "device" if s.device_valid and s.host is None else "host"
         view = ", view" if self._layout is not None else ""
@@ -325,6 +354,65 @@ class Container(ArraySurface):
 
     def __deepcopy__(self, memo):
         return self.copy()
+
+    # -- distribution ------------------------------------------------------------------------
+    @property
+    def distribution(self) -> Distribution | None:
+        """How the data is spread over a device group (``"single"``, ``"block"``, ``"copy"``
+        or ``sk.Overlap(h)``); None until one is asked for or a skeleton on a group picks
+        one. It compares equal to its name: ``v.distribution == "block"``. A view has none
+        of its own (None): a skeleton on a group spreads a copy of its elements."""
+        return self._storage.distribution if self._layout is None else None
+
+    def redistribute(self, distribution: str | Distribution):
+        """Change the distribution (on the device side where possible when a device group
+        is in use; otherwise it takes effect on the first group). Returns the container."""
+        dist = as_distribution(distribution)
+        if self._layout is not None:
+            raise ParameterError(f"redistribute({dist}): a view ({type(self).__name__} of "
+                                 f"shape {self._shape}) shares its base's data; "
+                                 "redistribute the base, or a copy (v.copy())")
+        rt = _rt.current()
+        s = self._storage
+        if s.pending is not None:
+            s.pending.evaluate()
+        if rt.group is not None and Container.distributor is not None and dist is not None:
+            Container.distributor(self, rt.group, dist)
+        else:
+            if s.parts is not None:
+                s.sync_host()
+                s.parts = None
+            s.distribution = dist
+        return self
+
+    @classmethod
+    def from_local(cls, part, dtype=None, *, distribution: str | Distribution | None = None):
+        """Under MPI (``sk.use("mpi")``, collective): the container whose rows are every
+        rank's ``part`` in rank order, built without any rank holding the whole. In one
+        process, which holds all rows, the same as ``cls(part)``."""
+        hook = Container.collective
+        if hook is not None and hook.active():
+            return hook.from_local(cls, part, dtype, distribution)
+        return cls(part, dtype, distribution=distribution)
+
+    def local_numpy(self) -> np.ndarray:
+        """Under MPI: this rank's rows (of its block) as a read-only array, without a
+        gather. In one process, which holds all rows: ``to_numpy()``."""
+        hook = Container.collective
+        if hook is not None and hook.active():
+            return hook.local_numpy(self)
+        return self.to_numpy()
+
+    @classmethod
+    def from_parts(cls, parts):
+        """A container whose only copy is ``parts`` on a device group (a skeleton's result)."""
+        self = object.__new__(cls)
+        self._shape = tuple(parts.shape)
+        self._dtype = parts.dtype
+        self._layout = None
+        self._storage = Storage(None, None, None, self._shape, self._dtype, False, False,
+                                False, parts)
+        return self
 
     # -- device side ------------------------------------------------------------------------
     @classmethod
@@ -374,6 +462,14 @@ class Container(ArraySurface):
         None). The cost model prices a call's transfers from it."""
         s = self._storage
         return s.host is not None, (s.runtime if s.device_valid else None)
+
+    def host_read_probe(self):
+        """A function telling whether this container's data is valid on the host, that
+        works after the container is gone (the cost model learns whether a caller read a
+        result it dropped at once, as in ``f(a).to_numpy()``). It holds the data: drop it
+        with the container."""
+        s = self._storage
+        return lambda: s.host is not None
 
     def mark_device_written(self) -> None:
         """A kernel wrote the device buffer: the host copy is now stale."""

@@ -41,6 +41,10 @@ class IndexVector(IndexSpace):
     def __repr__(self) -> str:
         return f"IndexVector({self._shape[0]})"
 
+    def rows(self, lo: int, hi: int) -> IndexVectorPart:
+        """Indices lo..hi-1 of this space (its part on one device of a group)."""
+        return IndexVectorPart(lo, hi - lo)
+
 
 class IndexMatrix(IndexSpace):
     """Map over it calls the muscle with (row, col), or with one index point ``p``
@@ -61,6 +65,41 @@ class IndexMatrix(IndexSpace):
 
     def __repr__(self) -> str:
         return f"IndexMatrix({self._shape})"
+
+    def rows(self, lo: int, hi: int) -> IndexMatrixPart:
+        """Rows lo..hi-1 of this space (its part on one device of a group)."""
+        return IndexMatrixPart(lo, (hi - lo, self._shape[1]))
+
+
+class IndexVectorPart(IndexVector):
+    """Indices ``start``.. ``start + n - 1``: part of an IndexVector on one device of a group
+    (Map sees the indices of the whole space)."""
+
+    def __init__(self, start: int, n: int):
+        super().__init__(n)
+        self.start = int(start)
+
+    def to_numpy(self) -> np.ndarray:
+        return np.arange(self.start, self.start + self._shape[0], dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return f"IndexVector({self.start}:{self.start + self._shape[0]})"
+
+
+class IndexMatrixPart(IndexMatrix):
+    """Rows ``start``.. of an IndexMatrix: its part on one device of a group."""
+
+    def __init__(self, start: int, shape: tuple[int, int]):
+        super().__init__(shape)
+        self.start = int(start)
+
+    def to_numpy(self) -> np.ndarray:
+        out = super().to_numpy()
+        out[..., 0] += self.start
+        return out
+
+    def __repr__(self) -> str:
+        return f"IndexMatrix(rows {self.start}:{self.start + self._shape[0]}, {self._shape[1]})"
 
 
 def _as_size(n, what: str) -> int:

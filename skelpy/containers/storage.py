@@ -1,14 +1,17 @@
 """Where a container's data lives: a host array and a device buffer, each flagged valid.
 
-One small state object per container (views of one container, and distributions over several
-devices, can later share or hold several of these). It keeps three promises:
+One small state object per container (shared by a container and its views). On a device group
+it may also hold ``parts``: the data spread over the group's devices
+(:mod:`skelpy.distribution.parts`), one more copy under the same rules. It keeps these promises:
 
 - **Copy on write.** The host array is never written while anybody else can see it: arrays
   handed out (``to_numpy()``, slice reads) and containers built from this one share it, so the
   next write copies it first (``shared``); what was handed out never changes.
 - **Locked host array.** The host array is read-only except during the container's own
   writes, so that a read-only view handed out cannot be made writable again.
-- **One newest copy.** A host write marks the device copy stale; a device write the host copy.
+- **One newest copy.** A host write marks the device copy and the parts stale; a device write
+  the host copy (and a single-device write the parts). Where only the parts are valid, every
+  single-device or host reader gathers them first (:meth:`resolve`, :meth:`sync_host`).
   A *borrowed* host array is a caller's ndarray wrapped for the length of one skeleton call
   (``as_container``): it is never written and never handed to a longer-lived container.
 - **Pending values are computed before anybody looks.** The data of a lazy result (an
@@ -34,9 +37,11 @@ class Storage:
     """The host/device state of one container's data (of ``shape`` and ``dtype``)."""
 
     __slots__ = ("host", "buffer", "device_valid", "runtime", "shape", "dtype", "shared",
-                 "borrowed", "editing", "pending", "readers", "__weakref__")
+                 "borrowed", "editing", "pending", "readers", "parts", "distribution",
+                 "__weakref__")
 
-    def __init__(self, host, buffer, runtime, shape, dtype, device_valid, shared, borrowed):
+    def __init__(self, host, buffer, runtime, shape, dtype, device_valid, shared, borrowed,
+                 parts=None, distribution=None):
         # host: the host array, None while the device holds the only valid copy
         self.host = host
         self.buffer = buffer
@@ -49,6 +54,10 @@ class Storage:
         self.editing = 0
         self.pending = None       # a lazy value's recipe (see the module docstring)
         self.readers = None       # weak references to pending storages that read this one
+        # parts: the data on a device group (valid whenever set); distribution: the one it
+        # has there, or the one asked for before it is spread (None: not chosen yet)
+        self.parts = parts
+        self.distribution = parts.dist if parts is not None else distribution
 
     @classmethod
     def pending_value(cls, shape, dtype, pending) -> Storage:
@@ -66,9 +75,12 @@ class Storage:
         self.readers.append(weakref.ref(reader))
 
     def resolve(self) -> None:
-        """Compute a pending value now."""
+        """Compute a pending value now; where only the parts on a device group are valid,
+        gather them to the host (a single-device or host reader follows)."""
         if self.pending is not None:
             self.pending.evaluate()
+        elif self.parts is not None and self.host is None and not self.device_valid:
+            self.sync_host()
 
     def before_write(self) -> None:
         """Compute the pending values that read this storage (it is about to change)."""
@@ -87,6 +99,7 @@ class Storage:
             self.before_write()
         self.pending = None
         self.host = None
+        self.parts = None
         self.buffer, self.runtime = buffer, runtime
         self.device_valid = True
         self.shared = self.borrowed = False
@@ -96,6 +109,12 @@ class Storage:
         self.pending = None
         self.buffer, self.runtime = buffer, runtime
         self.device_valid = True
+
+    def filled_parts(self, parts) -> None:
+        """A pending value was computed into ``parts`` on a device group."""
+        self.pending = None
+        self.parts, self.distribution = parts, parts.dist
+        self.host, self.device_valid = None, False
 
     @classmethod
     def owned(cls, host: np.ndarray) -> Storage:
@@ -121,8 +140,8 @@ class Storage:
             self.pending.evaluate()
         if self.runtime is not rt:
             # The device changed since this buffer was made: bring the data over via the host.
-            if self.device_valid and self.host is None:
-                self.sync_host()
+            if self.host is None:
+                self.sync_host()                 # from the device it was on, or the parts
             self.buffer = None
             self.device_valid = False
             self.runtime = rt
@@ -130,7 +149,8 @@ class Storage:
             self.buffer = rt.allocate(self.nbytes)
         if not self.device_valid:
             if self.nbytes:
-                rt.upload(self.buffer, self.host.view(storage_dtype(self.dtype)), wait=True)
+                host = self.sync_host()          # from the parts when only they are valid
+                rt.upload(self.buffer, host.view(storage_dtype(self.dtype)), wait=True)
             # Under an open host_edit the host array may change at any moment: upload again.
             self.device_valid = not self.editing
         return self.buffer
@@ -140,6 +160,12 @@ class Storage:
             self.before_write()
         self.device_valid = True
         self.host = None
+        self.parts = None
+
+    def set_parts(self, parts) -> None:
+        """The data now (also) lives in ``parts`` on a device group (a redistribution)."""
+        self.parts = parts
+        self.distribution = parts.dist
 
     # -- host side --------------------------------------------------------------------------
     def sync_host(self) -> np.ndarray:
@@ -148,9 +174,12 @@ class Storage:
             return self.host
         if self.pending is not None:
             self.pending.evaluate()
-        host = np.empty(self.shape, self.dtype)
-        if host.size:
-            self.runtime.download(host.view(storage_dtype(self.dtype)), self.buffer)
+        if self.device_valid or self.parts is None:
+            host = np.empty(self.shape, self.dtype)
+            if host.size:
+                self.runtime.download(host.view(storage_dtype(self.dtype)), self.buffer)
+        else:
+            host = self.parts.gather()
         host.flags.writeable = False
         self.host = host
         self.shared = self.borrowed = False
@@ -202,6 +231,7 @@ class Storage:
             self.host.flags.writeable = False
         if changed:
             self.device_valid = False
+            self.parts = None
 
     def write_host(self, key, value, owner) -> None:
         host = self.writable_host()
@@ -216,6 +246,7 @@ class Storage:
         host = self.writable_host()
         self.editing += 1
         self.device_valid = False
+        self.parts = None
         return host
 
     def end_edit(self) -> None:
@@ -224,8 +255,10 @@ class Storage:
 
     def copy(self) -> Storage:
         """An independent copy: a valid host array is shared until either side writes; a
-        valid device copy is duplicated on the device (so a copy of a result stays there)."""
-        self.resolve()
+        valid device copy is duplicated on the device (so a copy of a result stays there, and
+        one on a device group stays there)."""
+        if self.pending is not None:
+            self.pending.evaluate()
         host = None
         if self.host is not None:
             if self.editing or self.borrowed:
@@ -240,8 +273,12 @@ class Storage:
             buf = rt.allocate(self.nbytes)
             if self.nbytes:
                 cl.enqueue_copy(rt.queue, buf, self.buffer, byte_count=self.nbytes)
+        parts = None
+        if self.parts is not None and host is None and buf is None:
+            parts = self.parts.copy()          # a distributed result stays distributed
         return Storage(host, buf, rt, self.shape, self.dtype, buf is not None,
-                       host is not None and host is self.host, False)
+                       host is not None and host is self.host, False, parts,
+                       self.distribution)
 
     # -- parts of the device copy -----------------------------------------------------------
     def read_part(self, sel: Selection):

@@ -14,6 +14,7 @@ Layout, top to bottom:
 =================  ==========================================================================
 ``auto.py``        the hook skeleton calls use in auto mode: place a call, record its events
 ``choice.py``      the decision: CallSpec, predictions per device, the margin, DeviceChoice
+``decisions.py``   decisions remembered per call signature: a repeat costs a dictionary lookup
 ``model.py``       the prediction in [Pöppl 2014]'s form, term by term
 ``features.py``    the static work of a call: operations by type, memory accesses by class
 ``access.py``      access classes of the muscle's reads ([Joshi & Omar 2011]'s ID(a, b, c))

@@ -1,10 +1,13 @@
 """``sk.use("auto")``: the hook skeleton calls go through to get their device.
 
-A skeleton call in auto mode describes itself as a :class:`~.choice.CallSpec` and calls
-:func:`place`, which picks the device (:func:`~.choice.choose`), moves the inputs there and
-times those moves; after the launch, :func:`launched` keeps the call's events so that its
-measured time is put next to its prediction once the kernels finish (without waiting for
-them: finished calls are recorded at the next placement or at exit).
+A skeleton call in auto mode calls :func:`place_call`, which looks its decision up by the
+call's signature (:mod:`.decisions`) and only on a miss describes the call as a
+:class:`~.choice.CallSpec` and predicts it on every device (:func:`~.choice.choose`); then
+it moves the inputs there and times those moves. A skeleton's repeat-call launcher asks
+:func:`repeat` instead (a dictionary lookup). After the launch, :func:`launched` keeps the
+call's events; on the uses of a decision that are measured (sampled, see
+:mod:`.decisions`) its measured time is put next to its prediction once the kernels finish
+(without waiting for them: finished calls are recorded at later calls or at exit).
 
 Whether the caller reads a result on the host is learnt per skeleton: the previous result
 of the same skeleton, if it was read on the host by the time of the next call, says yes.
@@ -13,6 +16,7 @@ of the same skeleton, if it was read on the host by the time of the next call, s
 from __future__ import annotations
 
 import atexit
+import functools
 import threading
 import time
 import weakref
@@ -21,17 +25,17 @@ from typing import Any
 from .. import runtime as _rt
 from ..containers import Container, IndexMatrix, IndexVector
 from ..muscle import IndexPoint
+from . import decisions
+from . import history as _history
 from .access import extra_read_classes
 from .choice import CallSpec, DeviceChoice, choose
 
 MAX_PENDING = 256
-REUSE = 32                  # repeats of a call that reuse its decision before a new one
 SETTLE_EVERY = 8            # finished calls are recorded in batches of about this many
 
 _pending: list[DeviceChoice] = []
 _previous: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # skeleton -> runtime
 _results: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # skeleton -> (ref, guess)
-_decisions: dict[tuple, list] = {}      # call key -> [choice, times reused]
 _lock = threading.Lock()
 _warm: set[tuple[int, str]] = set()      # (runtime, kernel) that ran once in this process
 
@@ -55,66 +59,110 @@ def forget() -> None:
     """Drop remembered decisions and pending records (tests)."""
     with _lock:
         _pending.clear()
-    _decisions.clear()
+    decisions.forget()
     _warm.clear()
     _previous.clear()
     _results.clear()
 
 
+class _LastResult:
+    """A skeleton's latest result, to learn whether the caller reads results on the host:
+    while it lives, its residence says; when it dies, its probe (dropped then) said. (The
+    weak reference's callback holds ``state``, not this object: no reference cycle.)"""
+
+    __slots__ = ("ref", "state")
+
+    def __init__(self, result: Any, guess: bool):
+        state = self.state = [guess, result.host_read_probe()]
+        self.ref = weakref.ref(result, functools.partial(_result_gone, state))
+
+    def read(self) -> bool:
+        res = self.ref()
+        return self.state[0] if res is None else res.residence[0]
+
+
+def _result_gone(state: list, _ref) -> None:
+    probe, state[1] = state[1], None
+    if probe is not None:
+        state[0] = probe()
+
+
 def reads_result_guess(skeleton: Any) -> bool:
     """Whether the previous result of ``skeleton`` was read on the host (False at first)."""
     got = _results.get(skeleton)
-    if got is None:
-        return False
-    ref, guess = got
-    res = ref()
-    if res is not None:
-        guess = bool(res.residence[0])
-        _results[skeleton] = (ref, guess)
-    return guess
+    return False if got is None else got.read()
 
 
-def _decide(skeleton: Any, spec: CallSpec) -> DeviceChoice:
-    """:func:`choose`, or the same decision as the last identical call (kernel, size,
-    where each input is, whether the result is read, where the previous call ran) for up
-    to :data:`REUSE` repeats: the predictions change only with new measurements, and
-    making them costs more than a small kernel."""
-    runtimes = _rt.auto_runtimes()
-    previous = _previous.get(skeleton)
-    key = (spec.kernel_key, spec.dataset.get("n"), spec.reads_result, spec.iterations,
-           id(runtimes), id(previous),
-           tuple((h, id(r)) for h, r in (c.residence for c in spec.containers())))
-    hit = _decisions.get(key)
-    if hit is not None and hit[1] < REUSE:
-        hit[1] += 1
-        return hit[0].again()
-    choice = choose(spec, runtimes, previous)
-    if len(_decisions) > 4096:
-        _decisions.clear()
-    _decisions[key] = [choice, 0]
-    return choice
+def unique(containers) -> list:
+    """Each container once, in order (a call may pass one twice)."""
+    if len(containers) < 2:
+        return list(containers)
+    seen, out = set(), []
+    for c in containers:
+        if id(c) not in seen:
+            seen.add(id(c))
+            out.append(c)
+    return out
 
 
-def place(skeleton: Any, spec: CallSpec) -> DeviceChoice:
-    """Choose the runtime for this call and move its inputs there (timed)."""
-    if len(_pending) >= SETTLE_EVERY:
-        settle()
-    choice = _decide(skeleton, spec)
+def tolerance(choice: DeviceChoice) -> float:
+    """How far a measured repeat may be from the prediction before the decision is made
+    again: the margin, or the chosen device's own measured error near this size."""
+    return max(choice.margin, _history.history(choice.runtime.device.key).error(choice.n))
+
+
+def _move(skeleton: Any, choice: DeviceChoice, containers) -> DeviceChoice:
+    """Move the call's inputs to the chosen runtime (timed) and note the first call of its
+    kernel there."""
     rt = choice.runtime
-    moving = [c for c in spec.containers() if c.residence[1] is not rt]
+    moving = [c for c in containers if c.residence[1] is not rt]
     if moving:
         t0 = time.perf_counter()
         for c in moving:
             c.device_buffer(rt)
         choice.upload_measured = time.perf_counter() - t0
-    warm = (id(rt), spec.measure_key)
-    if warm not in _warm:
-        # The first call of a kernel on a device also pays for first allocations of its
-        # sizes: its transfer time says nothing about the next calls.
-        choice.cold = True
-        _warm.add(warm)
-    _previous[skeleton] = rt
+    if not choice.reused:
+        warm = (id(rt), choice.kernel_key)
+        if warm not in _warm:
+            # The first call of a kernel on a device also pays for first allocations of its
+            # sizes: its transfer time says nothing about the next calls.
+            choice.cold = True
+            _warm.add(warm)
+    if _previous.get(skeleton) is not rt:
+        _previous[skeleton] = rt
     return choice
+
+
+def _reuse(entry: decisions.Entry) -> DeviceChoice:
+    """A remembered decision for this call; finished measurements are recorded first when
+    this one is measured too (so that a contradicted decision is seen soon)."""
+    choice = entry.choice.again(entry)
+    if (choice.sampled and _pending) or len(_pending) >= SETTLE_EVERY:
+        settle()
+    return choice
+
+
+def _decide(spec: CallSpec, stem: tuple, key: tuple, runtimes, previous) -> DeviceChoice:
+    """A new decision, remembered unless it explores a device once."""
+    settle()
+    choice = choose(spec, runtimes, previous)
+    choice.stem = stem
+    if not choice.reason.startswith("exploring"):
+        choice.entry = decisions.remember(key, choice, tolerance(choice))
+    return choice
+
+
+def repeat(skeleton: Any, stem: tuple, containers, rt) -> DeviceChoice | None:
+    """For a skeleton's repeat-call launcher made for runtime ``rt`` (the stem of the
+    call it was made from): the remembered decision of this call if it is still ``rt``,
+    with the inputs moved there; None sends the call down the full path."""
+    containers = unique(containers)
+    key = decisions.call_key(stem, containers, reads_result_guess(skeleton),
+                             _rt.auto_runtimes(), _previous.get(skeleton))
+    entry = decisions.lookup(key, count_miss=False)
+    if entry is None or entry.choice.runtime is not rt:
+        return None
+    return _move(skeleton, _reuse(entry), containers)
 
 
 def _roles(kinds: tuple, inputs) -> dict[int, str]:
@@ -157,28 +205,39 @@ def place_call(skeleton: Any, plan: Any, dataset: dict, inputs, extras=(), *,
                out_bytes: int, reads_result: bool | None = None,
                iterations: int = 1) -> DeviceChoice:
     """Build the :class:`CallSpec` of a skeleton call from its plan and arguments, and
-    :func:`place` it. ``reads_result`` None: learnt from the skeleton's previous result."""
+    :func:`place` it. ``reads_result`` None: learnt from the skeleton's previous result.
+    A remembered decision is looked up before anything else is built."""
     streamed = [c for c in inputs if isinstance(c, Container)]
     read_by_index = [c for c in extras if isinstance(c, Container)]
+    reads = reads_result_guess(skeleton) if reads_result is None else bool(reads_result)
+    measure_key = plan.kernel_key if iterations == 1 else f"{plan.kernel_key}*{iterations}"
+    stem = (measure_key, tuple(dataset.items()), int(out_bytes))
+    containers = unique(streamed + read_by_index)
+    runtimes = _rt.auto_runtimes()
+    previous = _previous.get(skeleton)
+    key = decisions.call_key(stem, containers, reads, runtimes, previous)
+    entry = decisions.lookup(key)
+    if entry is not None:
+        return _move(skeleton, _reuse(entry), containers)
     kind = skeleton.kind
     spec = CallSpec(
         skeleton=kind, kernel_key=plan.kernel_key, features=plan.features,
         dataset=dataset, inputs=streamed, out_itemsize=plan.out_dtype.itemsize,
-        out_bytes=int(out_bytes),
-        reads_result=reads_result_guess(skeleton) if reads_result is None else reads_result,
-        extras=read_by_index,
+        out_bytes=int(out_bytes), reads_result=reads, extras=read_by_index,
         extra_reads=extra_reads(skeleton, plan, inputs) if kind in ("map", "zip") else None,
         needs_fp64=bool(getattr(plan, "uses_fp64", False)), iterations=iterations)
-    return place(skeleton, spec)
+    return _move(skeleton, _decide(spec, stem, key, runtimes, previous), containers)
 
 
 def launched(skeleton: Any, choice: DeviceChoice, events, result: Any = None) -> None:
-    """The call ran: keep its events for the history, and its result to learn whether
-    results of this skeleton are read on the host."""
-    choice.events = list(events)
-    if result is not None and hasattr(result, "residence"):
-        prev = _results.get(skeleton)
-        _results[skeleton] = (weakref.ref(result), prev[1] if prev else False)
+    """The call ran: keep its events (for ``last_launch`` and, when this use of the
+    decision is measured, for the history), and its result to learn whether results of
+    this skeleton are read on the host."""
+    choice.events = events if type(events) is list else list(events)
+    if result is not None and hasattr(result, "host_read_probe"):
+        _results[skeleton] = _LastResult(result, reads_result_guess(skeleton))
+    if not choice.sampled:
+        return
     with _lock:
         _pending.append(choice)
         full = len(_pending) > MAX_PENDING

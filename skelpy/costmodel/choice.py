@@ -21,9 +21,9 @@ from typing import Any
 
 import pyopencl as cl
 
+from . import decisions, tuned
 from . import history as _history
 from . import model as _model
-from . import tuned
 from .features import Work, call_work
 from .registry import coefficients
 from .terms import DeviceCoefficients
@@ -39,6 +39,10 @@ class Settings:
 
     measurements: bool = True
     explore: float = 1.5
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        decisions.changed()               # remembered decisions followed the old settings
 
 
 settings = Settings()
@@ -233,15 +237,24 @@ class DeviceChoice:
     events: list = field(default_factory=list)
     recorded: bool = False
     cold: bool = False      # the first call of its kernel on its device in this process
+    stem: tuple = ()        # the call signature's kernel and sizes (see .decisions)
+    entry: Any = None       # the remembered decision this choice belongs to
+    reused: bool = False    # a remembered decision, not predicted for this call
+    sampled: bool = True    # this call's measurement goes into the history
 
     @property
     def device(self) -> str:
         return self.label
 
-    def again(self) -> DeviceChoice:
-        """The same decision for a repeat of the call (fresh measurements)."""
-        return DeviceChoice(self.runtime, self.label, self.predictions, self.incumbent,
-                            self.margin, self.reason, self.skeleton, self.kernel_key, self.n)
+    def again(self, entry: Any) -> DeviceChoice:
+        """The same decision for a repeat of the call (fresh measurements), from the
+        remembered ``entry`` (a :class:`~.decisions.Entry`)."""
+        new = object.__new__(DeviceChoice)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d["upload_measured"], d["events"], d["recorded"], d["cold"] = 0.0, [], False, False
+        d["entry"], d["reused"], d["sampled"] = entry, True, entry.sampled()
+        return new
 
     @property
     def predicted(self) -> _model.Prediction:
@@ -273,19 +286,24 @@ class DeviceChoice:
         return max(p, m) / min(p, m) if min(p, m) > 0 else math.inf
 
     def record(self) -> None:
-        """Put the prediction next to the measured times in the device's history."""
+        """Put the prediction next to the measured times in the device's history; a
+        remembered decision whose prediction this contradicts is made again."""
         if self.recorded or not self.events:
             return
         self.recorded = True
         p = self.predicted
         up_p, up_m = (0.0, 0.0) if self.cold else (p.upload, self.upload_measured)
-        _history.record(self.runtime.device.key, _history.Record(
-            self.skeleton, self.kernel_key, self.n, p.kernel, self.kernel_measured,
-            up_p, up_m, p.kernel_source, time.time()))
+        rec = _history.Record(self.skeleton, self.kernel_key, self.n, p.kernel,
+                              self.kernel_measured, up_p, up_m, p.kernel_source, time.time())
+        _history.record(self.runtime.device.key, rec)
+        if self.entry is not None:
+            self.entry.check(rec.kernel_predicted + rec.upload_predicted,
+                             rec.kernel_measured + rec.upload_measured)
 
     def __repr__(self) -> str:
         preds = ", ".join(f"{k}: {v.total * 1e3:.3f} ms" for k, v in self.predictions.items())
-        text = f"DeviceChoice({self.label!r}; {self.reason}; predicted {preds}"
+        again = " (a remembered decision)" if self.reused else ""
+        text = f"DeviceChoice({self.label!r}; {self.reason}{again}; predicted {preds}"
         if self.events and self.done():
             p = self.predicted
             text += (f"; kernel+uploads predicted {(p.kernel + p.upload) * 1e3:.3f} ms, "
@@ -368,6 +386,7 @@ def choose(spec: CallSpec, runtimes: Sequence, previous: Any = None) -> DeviceCh
     if not usable:
         usable = list(runtimes)[:1]                   # the call reports the missing fp64
     names = labels(usable)
+    decisions.counted_predictions(len(usable))
     work = spec.work()
     coefs = [(rt, coefficients(rt)) for rt in usable]
     preds = {lab: predict(rt, spec, work=work, coef=c, label=lab,

@@ -19,18 +19,20 @@ import atexit
 import math
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from . import files
+from . import decisions, files
 
 MAX_RECORDS = 4000           # per device, oldest dropped first
 RECENT = 64                  # records the error and the correction look at
 DEFAULT_ERROR = 1.3          # before any measurement: [Pöppl 2014] §6.1's mean q of 1.26-1.28
 NEAR_SIZE = 8.0             # sizes whose errors tell about this one
-SAVE_EVERY = 1024            # write the file after this many new records (and at exit)
+SAVE_EVERY = 1024            # write the file after this many new records (and at exit),
+SAVE_INTERVAL_S = 60.0      # but not more often than this: a write merges the whole file
 UPLOAD_MIN_S = 50e-6        # uploads this long tell about bandwidth, not Python work
 PER_SIZE = 16               # measured times kept per kernel and size
 
@@ -93,6 +95,7 @@ class History:
         self.persistent = persistent
         self.records: deque[Record] = deque(maxlen=MAX_RECORDS)
         self._unsaved = 0
+        self._saved_at = time.monotonic()
         self._lock = threading.Lock()
         # kernel -> log2 size -> [size, recent measured times]
         self._times: dict[str, dict[int, list]] = {}
@@ -106,8 +109,12 @@ class History:
         self.records.append(rec)
         self._version += 1
         if rec.kernel_measured > 0:
-            slot = self._times.setdefault(rec.kernel, {}).setdefault(_bucket(rec.n),
-                                                                     [rec.n, []])
+            sizes = self._times.setdefault(rec.kernel, {})
+            slot = sizes.get(_bucket(rec.n))
+            if slot is None:
+                # the first measured time of a kernel at a size: predictions of it change
+                slot = sizes[_bucket(rec.n)] = [rec.n, []]
+                decisions.changed()
             slot[0] = rec.n
             slot[1].append(rec.kernel_measured)
             del slot[1][:-PER_SIZE]
@@ -116,7 +123,8 @@ class History:
         with self._lock:
             self._append(rec)
             self._unsaved += 1
-            due = self.persistent and self._unsaved >= SAVE_EVERY
+            due = self.persistent and self._unsaved >= SAVE_EVERY \
+                and time.monotonic() - self._saved_at >= SAVE_INTERVAL_S
         if due:
             self.save()
 
@@ -191,6 +199,7 @@ class History:
         with self._lock:
             mine = list(self.records)
             self._unsaved = 0
+            self._saved_at = time.monotonic()
         theirs = _parse(files.load(self.device_key, "-history"))
         merged = {(r.time, r.kernel, r.n): r for r in theirs}
         merged.update({(r.time, r.kernel, r.n): r for r in mine})
@@ -251,6 +260,7 @@ def forget() -> None:
     """Drop the in-memory histories (tests; a changed cache folder)."""
     with _lock:
         _histories.clear()
+    decisions.changed()
 
 
 atexit.register(save_all)

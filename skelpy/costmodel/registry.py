@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 
-from . import files
+from . import decisions, files
 from .calibrate import calibrate
 from .terms import CoefficientError, DeviceCoefficients
 
@@ -44,6 +44,7 @@ def stored(device_key: str) -> DeviceCoefficients | None:
 def remember(c: DeviceCoefficients, *, save: bool = True) -> None:
     """Use ``c`` for its device from now on (and store it unless ``save`` is False)."""
     _known[_key(c.device_key)] = c
+    decisions.changed()
     if save:
         files.save(c.device_key, c.to_json())
 
@@ -67,3 +68,4 @@ def coefficients(rt, *, quick: bool = False) -> DeviceCoefficients:
 def forget() -> None:
     """Drop the coefficients held in memory (tests)."""
     _known.clear()
+    decisions.changed()

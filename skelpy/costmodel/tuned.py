@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from .. import tuner
 from ..tuner import store as _store
+from . import decisions
 
 _cache: dict[tuple, float | None] = {}
 _near: dict[tuple, list[tuple[float, float]]] = {}
@@ -25,6 +26,7 @@ def _forget() -> None:
     with _lock:
         _cache.clear()
         _near.clear()
+    decisions.changed()
 
 
 _store.on_store_change(_forget)

@@ -19,9 +19,10 @@
  *   skelpy_scan_tiles     kernels, recursively, while more than one tile remains), then scan
  *                         each tile from its carry. Portable, but reads the input twice.
  *
- * Launch-shape macros (-D): SKP_WG (a power of two), SKP_ITEMS (a power of two), and SKP_SUMS
+ * Launch-shape macros (-D): SKP_WG (a power of two), SKP_ITEMS (a power of two), SKP_SUMS
  * (1 when the input is the accumulator-typed sums of a lower level and that type differs from
- * the input's). Everything else is a kernel argument, so that one program serves both methods
+ * the input's), and SKP_CARRY_IN (1 on a device group: the scan starts from a carry-in, the
+ * fold of the devices before this one, read from carry_in[carry_at]; carry_at < 0: none). Everything else is a kernel argument, so that one program serves both methods
  * and both kinds of scan: `inclusive` (0: exclusive, SkelCL's default; 1: inclusive).
  * The generated header (skeletons/scan.py) supplies SKP_ACC / SKP_ACC_ST (compute and storage
  * types), SKP_IN_ST (input storage type), SKP_LOAD_IN(p, i) (input element i as SKP_ACC),
@@ -48,6 +49,14 @@
 #endif
 #ifndef SKP_COMPENSATED
 #define SKP_COMPENSATED 0
+#endif
+#ifndef SKP_CARRY_IN
+#define SKP_CARRY_IN 0
+#endif
+#if SKP_CARRY_IN
+#define SKP_CARRY_DECL , __global const SKP_ACC_ST* restrict carry_in, const long carry_at
+#else
+#define SKP_CARRY_DECL
 #endif
 
 #define SKP_TILE (SKP_WG * SKP_ITEMS)
@@ -334,7 +343,8 @@ __kernel __attribute__((reqd_work_group_size(SKP_WG, 1, 1)))
 void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
                           __global const SKP_IN_T* restrict in, const long n,
                           const SKP_ACC_ST identity_st, const int inclusive,
-                          __global volatile ulong* status, const long tiles)
+                          __global volatile ulong* status, const long tiles
+                          SKP_CARRY_DECL)
 {
     __local SKP_ACC_ST tile[SKP_PAD(SKP_TILE)];
     __local SKP_ACC_ST s[SKP_PAD(SKP_WG)];
@@ -357,8 +367,17 @@ void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
     const SKP_ACC row = skp_load_row(in, n, base, identity, tile, lid, vals);
     const SKP_ACC total = skp_upsweep(s, row, lid);
     if (lid == 0) {                      /* publish early, so that successors wait less */
+#if SKP_CARRY_IN
+        /* the first tile starts from the carry-in: it publishes carry-in + its total */
+        const skp_carry first = skp_carry_of(carry_at >= 0 ? (SKP_ACC)carry_in[carry_at]
+                                                           : identity);
+        skp_publish(status, t, t == 0 ? SKP_PREFIX : SKP_AGGREGATE,
+                    t == 0 ? skp_carry_add(first, skp_carry_of(total)) : skp_carry_of(total));
+        carry_l = t == 0 ? first : skp_carry_of(identity);
+#else
         skp_publish(status, t, t == 0 ? SKP_PREFIX : SKP_AGGREGATE, skp_carry_of(total));
         carry_l = skp_carry_of(identity);
+#endif
         window_end = t - 1;
         found = t == 0;
     }
@@ -422,7 +441,8 @@ void skelpy_scan_sums(__global SKP_ACC_ST* restrict sums, __global const SKP_IN_
 __kernel __attribute__((reqd_work_group_size(SKP_WG, 1, 1)))
 void skelpy_scan_tiles(__global SKP_ACC_ST* out, __global const SKP_IN_T* in, const long n,
                        const SKP_ACC_ST identity_st, const int inclusive,
-                       __global const SKP_ACC_ST* restrict carries, const int use_carry)
+                       __global const SKP_ACC_ST* restrict carries, const int use_carry
+                       SKP_CARRY_DECL)
 {
     __local SKP_ACC_ST tile[SKP_PAD(SKP_TILE)];
     __local SKP_ACC_ST s[SKP_PAD(SKP_WG)];
@@ -434,6 +454,11 @@ void skelpy_scan_tiles(__global SKP_ACC_ST* out, __global const SKP_IN_T* in, co
     const SKP_ACC row = skp_load_row(in, n, base, identity, tile, lid, vals);
     skp_upsweep(s, row, lid);
     const SKP_ACC excl = skp_downsweep(s, identity, lid);
-    const SKP_ACC carry = use_carry ? (SKP_ACC)carries[t] : identity;
+    SKP_ACC carry = use_carry ? (SKP_ACC)carries[t] : identity;
+#if SKP_CARRY_IN
+    if (carry_at >= 0)
+        carry = use_carry ? SKP_COMBINE((SKP_ACC)carry_in[carry_at], carry)
+                          : (SKP_ACC)carry_in[carry_at];
+#endif
     skp_store_row(out, n, base, SKP_COMBINE(carry, excl), tile, lid, vals, inclusive);
 }

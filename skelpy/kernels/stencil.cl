@@ -1,5 +1,22 @@
 /* The stencil kernel; stencil_common.cl (macros, border rule) and the muscles come first.
- * See stencil_common.cl for the launch macros and the layout of work. */
+ * See stencil_common.cl for the launch macros and the layout of work.
+ *
+ * SKP_ROW_WINDOW (1 on a device group, distribution/stencil.py): the buffers are one device's
+ * part, its rows plus halo and ghost rows, and the kernel computes rows [row_lo, row_hi) of it
+ * only; every read of a computed cell lies inside the buffer, so the border rule only ever
+ * remaps columns, and no row outside the window is written. */
+#ifndef SKP_ROW_WINDOW
+#define SKP_ROW_WINDOW 0
+#endif
+#if SKP_ROW_WINDOW
+#define SKP_WINDOW_DECL , const int row_lo, const int row_hi
+#define SKP_ROW_START row_lo
+#define SKP_ROW_END row_hi
+#else
+#define SKP_WINDOW_DECL
+#define SKP_ROW_START 0
+#define SKP_ROW_END rows
+#endif
 
 /* Where work-item (lr, lc) finds its k-th row and m-th column cell inside the group's tile.
  * Scalar layout: interleaved (rows lr, lr + wgr, ...; columns lc, lc + wgc, ...), which keeps
@@ -35,7 +52,7 @@
         for (int m = 0; m < SKP_NCOL; ++m) {                                           \
             const int u = SKP_U(m);                                                    \
             const int skp_c = c0 + u;                                                  \
-            if (CHECK && (skp_r >= rows || skp_c >= cols))                             \
+            if (CHECK && (skp_r >= SKP_ROW_END || skp_c >= cols))                      \
                 continue;                                                              \
             const SKP_IDX_T skp_idx = (SKP_IDX_T)skp_r * cols + skp_c;                 \
             SKP_SPACE_IN const SKP_IN_ST* skp_nb = NBPTR(t, u);                        \
@@ -105,15 +122,21 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
 #if SKP_LOCAL
                              , __local SKP_IN_ST* restrict tile
 #endif
-                             SKP_EXTRA_DECL)
+                             SKP_WINDOW_DECL SKP_EXTRA_DECL)
 {
     const int lc = (int)get_local_id(0), lr = (int)get_local_id(1);
     const int wgc = (int)get_local_size(0), wgr = (int)get_local_size(1);
     const int tile_r = wgr * SKP_CR, tile_c = wgc * SKP_NCOL;
-    const int r0 = (int)get_group_id(1) * tile_r, c0 = (int)get_group_id(0) * tile_c;
-    /* Uniform per group: does the tile plus its halo lie inside the matrix? */
+    const int r0 = SKP_ROW_START + (int)get_group_id(1) * tile_r;
+    const int c0 = (int)get_group_id(0) * tile_c;
+    /* Uniform per group: does the tile plus its halo lie inside the matrix (and the tile inside
+     * the window)? */
     const bool interior = r0 >= SKP_N && c0 >= SKP_W
-                          && r0 + tile_r + SKP_S <= rows && c0 + tile_c + SKP_E <= cols;
+                          && r0 + tile_r + SKP_S <= rows && c0 + tile_c + SKP_E <= cols
+#if SKP_ROW_WINDOW
+                          && r0 + tile_r <= row_hi
+#endif
+                          ;
 
 #if SKP_LOCAL
     const int halo_r = tile_r + SKP_N + SKP_S;

@@ -85,6 +85,22 @@
 #ifndef SKP_TB_KEEP_LOOP
 #define SKP_TB_KEEP_LOOP 0
 #endif
+/* SKP_ROW_WINDOW (1 on a device group, distribution/stencil.py): in and out point `offset`
+ * elements into one device's part, whose `rows` rows hold its own rows and the halo a pass
+ * reads (where the part reaches the first or last row of the matrix, nothing beyond it: the
+ * border rule applies there as above); the pass outputs rows [row_lo, row_hi) only. */
+#ifndef SKP_ROW_WINDOW
+#define SKP_ROW_WINDOW 0
+#endif
+#if SKP_ROW_WINDOW
+#define SKP_TB_WINDOW_DECL , const int row_lo, const int row_hi, const long offset
+#define SKP_TB_ROW_START row_lo
+#define SKP_TB_ROW_END row_hi
+#else
+#define SKP_TB_WINDOW_DECL
+#define SKP_TB_ROW_START 0
+#define SKP_TB_ROW_END rows
+#endif
 #if !SKP_TB_RING && !SKP_TB_UNROLL
 #error "SKP_TB_RING 0 keeps rows in registers rotated by unrolling: it needs SKP_TB_UNROLL 1"
 #endif
@@ -191,14 +207,20 @@ void skelpy_stencil_stream(__global SKP_ST* restrict out,
                            const int rows, const int cols,
                            const int chunk, const int wout,
                            __local SKP_ST* restrict lds
+                           SKP_TB_WINDOW_DECL
                            SKP_TB_EXTRA_DECL)
 {
+#if SKP_ROW_WINDOW
+    in += offset;
+    out += offset;
+#endif
     const int lc = (int)get_local_id(0), ls = (int)get_local_id(1);
     const int x0 = lc * SKP_TB_V;                          /* first local column owned */
     const int c0 = (int)get_group_id(0) * wout;            /* first output column */
     const int cbase = c0 - SKP_TB_OL;                      /* matrix column of local 0 */
     const int cfirst = cbase + x0;                         /* first matrix column owned */
-    const int r0 = ((int)get_group_id(1) * SKP_TB_WR + ls) * chunk;   /* first output row */
+    const int r0 = SKP_TB_ROW_START                         /* first output row */
+                   + ((int)get_group_id(1) * SKP_TB_WR + ls) * chunk;
     const int base = r0 - SKP_TB_HNSUM(SKP_TB_T);          /* row loaded at step 0 */
     const int nsteps = chunk + SKP_TB_HNSUM(SKP_TB_T) + SKP_TB_OFF(SKP_TB_T) - 1;
     __local SKP_ST* const ring = lds + ls * SKP_TB_NXP + SKP_TB_PADL + x0;
@@ -450,7 +472,8 @@ void skelpy_stencil_stream(__global SKP_ST* restrict out,
                     res[skp_m] = v;
                 }
             }
-            if (l + 1 == SKP_TB_T && rin && jr >= r0 && jr < r0 + chunk) {
+            if (l + 1 == SKP_TB_T && rin && jr >= r0 && jr < r0 + chunk
+                && jr < SKP_TB_ROW_END) {
                 __global SKP_ST* const o = out + (SKP_IDX_T)jr * cols + cfirst;
 #if SKP_TB_V > 1
                 if (vout) {

@@ -41,6 +41,7 @@ import pyopencl as cl
 
 from .. import runtime as _rt
 from ..containers import Container, IndexSpace, Matrix, empty_like_shape
+from ..distribution import allpairs as distributed_allpairs
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import DTypeError, RefusedParameters, ShapeError
 from ..muscle import Muscle
@@ -209,11 +210,23 @@ class AllPairs(Skeleton):
     def __call__(self, A, B, *extras, params: Mapping | None = None) -> Matrix:
         """C[i, j] for every row i of A and row j of B; stays on the device until read."""
         self._ready()
+        rt = _rt.current()
+        if rt.group is not None:                         # several devices at once
+            a, b, *_rest = self._signature(A, B, extras)
+            return distributed_allpairs.run(self, a, b, extras, params)
+        return self.run_on(None, A, B, *extras, params=params)
+
+    def run_on(self, rt: _rt.Runtime | None, A, B, *extras,
+               params: Mapping | None = None) -> Matrix:
+        """The call on one device's runtime ``rt`` (a part of a call on a device group), or
+        with ``rt`` None on the runtime the call chooses (``Skeleton._runtime_for``)."""
         a, b, (n, m, d), plan, extras_desc, extras_val = self._signature(A, B, extras)
         forced = self._check_params_arg(params)
         dataset = _dataset(plan, n, m, d)
-        rt, choice = self._runtime_for(plan, dataset, [a, b], extras_val,
-                                       out_bytes=n * m * plan.out_dtype.itemsize)
+        choice = None
+        if rt is None:
+            rt, choice = self._runtime_for(plan, dataset, [a, b], extras_val,
+                                           out_bytes=n * m * plan.out_dtype.itemsize)
         plan.check_device(rt)
         acc = plan.out_dtype
         check_output(self.origin, (n, m), acc, rt)

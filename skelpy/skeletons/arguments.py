@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..containers import Container, IndexMatrix, IndexSpace, IndexVector, as_container
+from ..containers.index_spaces import IndexMatrixPart, IndexVectorPart
 from ..containers.layout import is_contiguous
 from ..dtypes import c_type, check_dtype, storage_c_type
 from ..errors import DTypeError, ShapeError
@@ -116,6 +117,41 @@ class IndexMatrixInput:
 
 
 @dataclass(frozen=True, eq=False)
+class IndexVectorPartInput(IndexVectorInput):
+    """Part of an IndexVector on one device of a group: the index plus the part's start."""
+
+    def declarations(self, k: int) -> list[str]:
+        return [f"const long idx_start{k}"]
+
+    def read(self, k: int, index: str) -> str:
+        return f"((long)({index}) + idx_start{k})"
+
+    def vector_read(self, k: int, index: str, component: str) -> str:
+        return self.read(k, index)
+
+    def kernel_args(self, value, rt) -> list:
+        return [np.int64(value.start)]
+
+
+@dataclass(frozen=True, eq=False)
+class IndexMatrixPartInput(IndexMatrixInput):
+    """Rows of an IndexMatrix on one device of a group: rows counted from the part's start."""
+
+    def declarations(self, k: int) -> list[str]:
+        return ["const long idx_cols", f"const long idx_start{k}"]
+
+    def read(self, k: int, index: str) -> str:
+        return (f"((long)({index})) / idx_cols + idx_start{k}, "
+                f"((long)({index})) % idx_cols")
+
+    def vector_read(self, k: int, index: str, component: str) -> str:
+        return self.read(k, index)
+
+    def kernel_args(self, value, rt) -> list:
+        return [np.int64(value.shape[1]), np.int64(value.start)]
+
+
+@dataclass(frozen=True, eq=False)
 class ViewInput:
     """A view (``v[a:b]``, ``v[::2]``, ``m[:, j]``, ``m.T``, a broadcast row or column,
     ``containers.layout``): the muscle sees one element, read from the base's buffer at
@@ -173,11 +209,14 @@ class ViewInput:
         return self.dtype
 
 
-Input = ContainerInput | IndexVectorInput | IndexMatrixInput | ViewInput
+Input = (ContainerInput | IndexVectorInput | IndexMatrixInput | IndexVectorPartInput
+         | IndexMatrixPartInput | ViewInput)
 
 
 _INDEX_VECTOR = IndexVectorInput()
 _INDEX_MATRIX = IndexMatrixInput()
+_INDEX_VECTOR_PART = IndexVectorPartInput()
+_INDEX_MATRIX_PART = IndexMatrixPartInput()
 _CONTAINER_KINDS: dict[tuple, ContainerInput] = {}
 _VIEW_KINDS: dict[tuple, ViewInput] = {}
 
@@ -186,9 +225,9 @@ def input_kind(value) -> Input:
     """The kind of an input (a container or an index space); one object per kind, so that a
     repeated call's signature hashes and compares fast."""
     if isinstance(value, IndexVector):
-        return _INDEX_VECTOR
+        return _INDEX_VECTOR_PART if isinstance(value, IndexVectorPart) else _INDEX_VECTOR
     if isinstance(value, IndexMatrix):
-        return _INDEX_MATRIX
+        return _INDEX_MATRIX_PART if isinstance(value, IndexMatrixPart) else _INDEX_MATRIX
     if isinstance(value, IndexSpace):
         raise DTypeError(f"unsupported index space {value!r}")
     key = (value.dtype, value.ndim)

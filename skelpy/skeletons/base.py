@@ -120,9 +120,9 @@ class Skeleton:
         """What the latest call ran (parameters, sizes, events, refusals, decision source)."""
         pending = self._pending_launch
         if pending is not None:
-            params, gsize, lsize, event = pending
+            params, gsize, lsize, event, choice = pending
             self._last_launch = _rt.Launch(self.kind, dict(params), gsize, lsize, [event], [],
-                                           "cache")
+                                           "cache", choice)
             self._pending_launch = None
         return self._last_launch
 
@@ -241,10 +241,9 @@ class Skeleton:
             return rt, None
         if not _rt.auto():
             return _rt.current(), None
-        from ..costmodel import auto
-
-        choice = auto.place_call(self, plan, dataset, inputs, extras, out_bytes=out_bytes,
-                                 reads_result=reads_result, iterations=iterations)
+        choice = _costmodel_auto().place_call(self, plan, dataset, inputs, extras,
+                                              out_bytes=out_bytes, reads_result=reads_result,
+                                              iterations=iterations)
         return choice.runtime, choice
 
     def _chosen(self, choice, result=None) -> None:
@@ -253,20 +252,31 @@ class Skeleton:
         launch = self.last_launch
         if choice is None or launch is None:
             return
-        from ..costmodel import auto
-
         launch.choice = choice
-        auto.launched(self, choice, launch.events, result)
+        _costmodel_auto().launched(self, choice, launch.events, result)
 
-    def _relaunch(self, rt: _rt.Runtime, kernel, gsize, lsize, argv, point) -> bool:
+    def _auto_repeat(self, rt: _rt.Runtime, stem, containers):
+        """For a repeat-call launcher made for ``rt`` in auto mode (``stem``: the cost
+        model's signature of the call it was made from; None when made for a fixed device):
+        the cost model's remembered choice for this call if it is still ``rt``, the inputs
+        then there; None sends the call down the full path."""
+        if stem is None or not _rt.auto():
+            return None
+        return _costmodel_auto().repeat(self, stem, containers, rt)
+
+    def _relaunch(self, rt: _rt.Runtime, kernel, gsize, lsize, argv, point,
+                  choice=None, result=None) -> bool:
         """A repeat-call launch at a settled point; False when the runtime refuses it now
-        (the caller then takes the full path, which records the refusal and falls back)."""
+        (the caller then takes the full path, which records the refusal and falls back).
+        ``choice``: the cost model's, in auto mode (see :meth:`_auto_repeat`)."""
         try:
             ev = rt.launch(kernel, gsize, lsize, argv, params=point, skeleton=self.kind,
                            origin=self.origin)
         except RefusedParameters:
             return False
-        self._pending_launch = (point, gsize, lsize, ev)
+        self._pending_launch = (point, gsize, lsize, ev, choice)
+        if choice is not None:
+            _costmodel_auto().launched(self, choice, [ev], result)
         return True
 
     def _record(self, outcome: tuner.Outcome, global_size, local_size) -> None:
@@ -274,6 +284,19 @@ class Skeleton:
                                       tuple(local_size) if local_size else None,
                                       list(outcome.events), list(outcome.refused),
                                       outcome.source)
+
+
+def _costmodel_auto():
+    """``skelpy.costmodel.auto``, imported on first use (only auto mode needs the cost
+    model)."""
+    global _AUTO
+    if _AUTO is None:
+        from ..costmodel import auto
+        _AUTO = auto
+    return _AUTO
+
+
+_AUTO = None
 
 
 class _NamingErrors:

@@ -27,6 +27,7 @@ from ..containers import (
     empty_like_shape,
 )
 from ..containers import array_surface as _surface
+from ..distribution import elementwise as distributed_elementwise
 from ..dtypes import storage_c_type
 from ..errors import DTypeError, ShapeError
 from ..tuner.space import Param, ParamSpace, pow2_range
@@ -69,10 +70,14 @@ class ElementwisePlan(Plan):
     def make_space(self, rt: _rt.Runtime) -> tuple[ParamSpace, Legality]:
         """The legal launch points of this kernel on ``rt``'s device."""
         dev = rt.device
-        # asked of the default point's program, which the first call then reuses (the base
-        # point's would be a second build of every new kernel)
-        kmax = rt.kernel_max_work_group_size(
-            self.kernel(rt, {**_BASE_POINT, "vw": self.vw_default}))
+        # A CPU's OpenCL takes any work-group size up to the device's for any kernel (there
+        # are no registers to run out of), so asking a compiled kernel there would only cost a
+        # build; a GPU is asked of the default point's program, which a default call reuses.
+        if dev.kind == "cpu":
+            kmax = dev.max_work_group_size
+        else:
+            kmax = rt.kernel_max_work_group_size(
+                self.kernel(rt, {**_BASE_POINT, "vw": self.vw_default}))
         wmax = min(dev.max_work_group_size, kmax, dev.max_work_item_sizes[0])
         params = [
             Param("wg", pow2_range(1, wmax), doc="work-group size"),
@@ -132,6 +137,12 @@ class _Elementwise(Skeleton):
         """The OpenCL C program a call with these arguments builds (see Skeleton.source)."""
         return super().source(*args, params=params, out_dtype=out_dtype)
 
+    def classify(self, args, out_dtype=None):
+        """A call's arguments checked and classified: (input containers or index spaces, their
+        shape, extra argument values); for a call on a device group."""
+        _plan, inputs, shape, _descs, extras = self._signature(args, out_dtype)
+        return inputs, shape, extras
+
     def _describe(self, args, out_dtype=None):
         plan, _inputs, shape, _descs, _vals = self._signature(args, out_dtype)
         return plan, _dataset(plan, shape)
@@ -157,13 +168,22 @@ class _Elementwise(Skeleton):
             plan = self._plans[sig] = self._make_plan(kinds, extras_desc, odt)
         return plan, inputs, shape, extras_desc, extras_val
 
-    def _call(self, args, params, out_dtype):
+    def run_on(self, rt: _rt.Runtime, args, params=None, out_dtype=None):
+        """The call on one device's runtime ``rt``, whatever is in use (a part of a call on a
+        device group: ``skelpy.distribution``)."""
+        return self._call(args, params, out_dtype, rt)
+
+    def _call(self, args, params, out_dtype, rt=None):
+        if rt is None and _rt.current().group is not None:   # several devices at once
+            return distributed_elementwise.run(self, args, params, out_dtype)
         plan, inputs, shape, extras_desc, extras_val = self._signature(args, out_dtype)
         forced = self._check_params_arg(params)
         n = math.prod(shape)
         dataset = _dataset(plan, shape)
-        rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
-                                       out_bytes=n * plan.out_dtype.itemsize)
+        choice = None
+        if rt is None:
+            rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                           out_bytes=n * plan.out_dtype.itemsize)
         plan.check_device(rt)
 
         out_shape = shape if len(shape) in (1, 2) else (n,)
@@ -201,15 +221,17 @@ class _Elementwise(Skeleton):
             checks.raise_if_failed(self.origin)
         self._chosen(choice, out)
         if forced is None and out_dtype is None and outcome.ticket is not None \
-                and choice is None and checks is None:
+                and checks is None and rt.group is None:
             self._fast = self._make_fast(args, plan, rt, shape, out_shape, fixed[1], outcome,
-                                         launched["g"], launched["l"])
+                                         launched["g"], launched["l"],
+                                         choice.stem if choice is not None else None)
         return out
 
     def _make_fast(self, args, plan: ElementwisePlan, rt, shape, out_shape, n_arg, outcome,
-                   gsize, lsize):
-        """A launcher for repeats of this call: same runtime, same argument types, dtypes
-        and shapes, and a tuner decision that is still settled (``tuner.ticket_valid``).
+                   gsize, lsize, stem=None):
+        """A launcher for repeats of this call: same runtime (in auto mode: the cost
+        model's remembered choice for the call is still that runtime), same argument types,
+        dtypes and shapes, and a tuner decision that is still settled (``tuner.ticket_valid``).
 
         It skips classification, plan and tuner look-ups and the Launch record (built on
         demand by ``last_launch``), which is most of a tiny call's overhead. Anything
@@ -221,9 +243,9 @@ class _Elementwise(Skeleton):
                 # a view's kernel arguments come from its kind (offset, strides)
                 specs.append((type(a), a.dtype, a.shape,
                               plan.inputs[k] if a.layout is not None else None))
-            elif isinstance(a, IndexMatrix):
+            elif type(a) is IndexMatrix:
                 specs.append((IndexMatrix, None, a.shape, np.int64(a.shape[1])))
-            elif isinstance(a, IndexVector):
+            elif type(a) is IndexVector:
                 specs.append((IndexVector, None, a.shape, None))
             else:
                 return None                # an ndarray is wrapped (and uploaded) per call
@@ -245,8 +267,14 @@ class _Elementwise(Skeleton):
         ticket_valid = tuner.ticket_valid
 
         def fast(call_args):
-            if len(call_args) != nargs or _rt.fixed() is not rt or not ticket_valid(ticket):
+            if len(call_args) != nargs or not ticket_valid(ticket):
                 return None
+            choice = None
+            if _rt.fixed() is not rt:
+                choice = self._auto_repeat(
+                    rt, stem, [a for a in call_args if isinstance(a, Container)])
+                if choice is None:
+                    return None
             argv = [None, n_arg]
             try:
                 for k in range(nargs):
@@ -281,7 +309,8 @@ class _Elementwise(Skeleton):
                 return None
             argv[0] = buf = rt.allocate(nbytes)
             out = out_cls.from_device(buf, out_shape, odt, rt)
-            return out if self._relaunch(rt, kernel, gsize, lsize, argv, point) else None
+            return out if self._relaunch(rt, kernel, gsize, lsize, argv, point, choice,
+                                         out) else None
 
         return fast
 

@@ -47,7 +47,8 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import Container, IndexSpace, Vector, array_backend, empty_like_shape
+from ..containers import Container, IndexSpace, Matrix, Vector, array_backend, empty_like_shape
+from ..distribution import reduce as distributed_reduce
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import DTypeError, ShapeError
 from ..muscle import Muscle
@@ -142,14 +143,48 @@ class _Reduction(Skeleton):
         plan, *_rest, dataset = self._signature(inputs, extras)
         return plan, dataset
 
-    def _reduce(self, inputs: list, extras: list, params):
-        self._ready()
+    # -- on a device group (skelpy.distribution.reduce) -------------------------------------
+    def classify(self, inputs: list, extras: list) -> tuple[ReducePlan, tuple, int | None]:
+        """A call checked: (plan, input shape, axis: None, 0 or 1)."""
+        plan, shape, axis, *_rest = self._signature(inputs, extras)
+        return plan, shape, axis
+
+    def reduce_on(self, rt: _rt.Runtime, inputs: list, extras: list, params=None):
+        """The fold on one device's runtime ``rt``, its result left there: a one-element
+        Vector of the accumulator (an axis fold: its Vector)."""
+        return self._reduce(inputs, extras, params, rt)
+
+    def fold_on(self, rt: _rt.Runtime, buffer, count: int, acc: np.dtype, axis=None,
+                cols: int = 0):
+        """Fold ``count`` accumulator values in ``buffer`` on ``rt`` in order (the partial
+        results of the devices of a group); with ``axis=0``, ``count`` rows of ``cols``.
+        Returns the device buffer of the result."""
+        folds = self.__dict__.setdefault("_partial_folds", {})
+        key = (acc, axis)
+        if key not in folds:
+            folds[key] = Reduce(self._reduce_fn, self.identity, dtype=acc, axis=axis,
+                                commutative=self.commutative)
+        if axis is None:
+            part = Vector.from_device(buffer, (count,), acc, rt)
+        else:
+            part = Matrix.from_device(buffer, (count, cols), acc, rt)
+        out = folds[key].reduce_on(rt, [part], [])
+        return out.device_buffer(rt)
+
+    def _reduce(self, inputs: list, extras: list, params, rt=None):
+        on_device = rt is not None
+        if not on_device:
+            self._ready()
+        if not on_device and _rt.current().group is not None:   # several devices at once
+            return distributed_reduce.run(self, inputs, extras, params)
         plan, shape, axis, extras_desc, extras_val, dataset = self._signature(inputs, extras)
         forced = self._check_params_arg(params)
         outer = 1 if axis is None else shape[1 - axis]
-        rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
-                                       out_bytes=outer * plan.out_dtype.itemsize,
-                                       reads_result=True if axis is None else None)
+        choice = None
+        if not on_device:
+            rt, choice = self._runtime_for(plan, dataset, inputs, extras_val,
+                                           out_bytes=outer * plan.out_dtype.itemsize,
+                                           reads_result=True if axis is None else None)
         plan.check_device(rt)
         ident = identity_value(self.identity, plan.out_dtype, self.origin)
         fixed = []
@@ -162,7 +197,8 @@ class _Reduction(Skeleton):
             if checks is not None:
                 fixed.append(checks.buffer)
         if axis is None:
-            result = self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset)
+            result = self._run_flat(plan, rt, int(dataset["n"]), ident, fixed, forced, dataset,
+                                    on_device)
         else:
             result = self._run_axis(plan, rt, shape, axis, ident, fixed, forced, dataset)
         if checks is not None:
@@ -170,11 +206,13 @@ class _Reduction(Skeleton):
         self._chosen(choice, result)
         return result
 
-    def _run_flat(self, plan, rt, n, ident, fixed, forced, dataset):
+    def _run_flat(self, plan, rt, n, ident, fixed, forced, dataset, on_device=False):
         acc = plan.out_dtype
         st = storage_dtype(acc)
         if n == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
+            if on_device:
+                return Vector(np.asarray([ident], st).view(acc))
             return as_scalar(np.asarray([ident], st), acc)
         counter = _ticket_counter(rt)
         launched = {}
@@ -210,6 +248,8 @@ class _Reduction(Skeleton):
 
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        if on_device:
+            return outcome.result
         host = np.empty(1, st)
         rt.download(host, outcome.result.device_buffer(rt))
         return as_scalar(host, acc)

@@ -41,6 +41,7 @@ import pyopencl as cl
 
 from .. import runtime as _rt
 from ..containers import Matrix, Vector, empty_like_shape
+from ..distribution import scan as distributed_scan
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..muscle.params import Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
@@ -60,6 +61,7 @@ from .fold_muscle import arithmetic_kind, dtype_argument, fold_dtype
 from .kernel_source import SourceBuilder
 from .limits import Legality, Rule, at_least, check_output
 from .plan import Plan, feature_dict
+from .reduce import Reduce
 
 __all__ = ["Scan"]
 
@@ -168,12 +170,47 @@ class Scan(Skeleton):
     def __call__(self, x, *, params: Mapping | None = None) -> Vector | Matrix:
         """Scan all elements; the result stays on the device until read."""
         self._ready()
-        c = self._data_input(x)
+        rt = _rt.current()
+        if rt.group is not None:                         # several devices at once
+            return distributed_scan.run(self, self._data_input(x), params)
+        return self._scan(self._data_input(x), params, None)
+
+    # -- on a device group (skelpy.distribution.scan) ---------------------------------------
+    def accumulator(self, c) -> np.dtype:
+        """The accumulator (and result) dtype of a scan of ``c``."""
+        return self._plan(c).out_dtype
+
+    def scan_on(self, rt: _rt.Runtime, c, params=None, carry: tuple | None = None):
+        """The scan of ``c`` on one device's runtime ``rt``; ``carry`` (a device buffer of
+        accumulator values on ``rt`` and an index into it) is folded in front of every
+        prefix: the fold of the parts on the devices before this one."""
+        return self._scan(c, params, rt, carry)
+
+    def total_on(self, rt: _rt.Runtime, c):
+        """The fold of all of ``c`` (a one-element Vector on ``rt``), with this scan's muscle
+        and accumulator."""
+        return self._folds(self.accumulator(c)).reduce_on(rt, [c], [])
+
+    def scan_values_on(self, rt: _rt.Runtime, buffer, count: int, acc: np.dtype):
+        """Exclusive scan of ``count`` accumulator values in ``buffer`` on ``rt`` (the devices'
+        totals): the device buffer of the results."""
+        part = Vector.from_device(buffer, (count,), acc, rt)
+        return Scan(self._fn, self.identity, dtype=acc).scan_on(rt, part).device_buffer(rt)
+
+    def _folds(self, acc):
+        folds = self.__dict__.setdefault("_part_folds", {})
+        if acc not in folds:
+            folds[acc] = Reduce(self._fn, self.identity, dtype=acc)
+        return folds[acc]
+
+    def _scan(self, c, params, rt: _rt.Runtime | None, carry=None):
         forced = self._check_params_arg(params)
         plan = self._plan(c)
         dataset = _dataset(c, plan)
-        rt, choice = self._runtime_for(plan, dataset, [c],
-                                       out_bytes=c.size * plan.out_dtype.itemsize)
+        choice = None
+        if rt is None:                   # not a part of a call on a group: the call's device
+            rt, choice = self._runtime_for(plan, dataset, [c],
+                                           out_bytes=c.size * plan.out_dtype.itemsize)
         plan.check_device(rt)
         acc = plan.out_dtype
         st = storage_dtype(acc)
@@ -189,11 +226,19 @@ class Scan(Skeleton):
         launched = {}
         origin = self.origin
 
+        carried = ("-DSKP_CARRY_IN=1",) if carry is not None else ()
+
         def kernel(point, name: str, sums: int) -> cl.Kernel:
             # The sums of lower levels are read through the input's program unless their type
             # differs from the input's.
             return plan.kernel(rt, point, name,
-                               ("-DSKP_SUMS=1",) if sums and plan.sums_differ else ())
+                               ("-DSKP_SUMS=1",) * bool(sums and plan.sums_differ) + carried)
+
+        def carry_args(sums: int) -> list:
+            """The carry-in of the top level (lower levels scan sums: none)."""
+            if carry is None:
+                return []
+            return [carry[0], np.int64(-1 if sums else carry[1])]
 
         def levels(point, buf_in, buf_out, m: int, inclusive: int, sums: int, events: list):
             wg, tile = int(point["wg"]), int(point["wg"]) * int(point["items"])
@@ -202,7 +247,8 @@ class Scan(Skeleton):
             if tiles == 1:
                 events.append(rt.launch(k_tiles, (wg,), (wg,), [
                     buf_out, buf_in, np.int64(m), ident, np.int32(inclusive), buf_in,
-                    np.int32(0)], params=point, skeleton=self.kind, origin=origin))
+                    np.int32(0), *carry_args(sums)], params=point, skeleton=self.kind,
+                    origin=origin))
                 return
             partial = rt.allocate(tiles * st.itemsize)
             k_sums = kernel(point, "skelpy_scan_sums", sums)
@@ -211,8 +257,8 @@ class Scan(Skeleton):
                 origin=origin))
             levels(point, partial, partial, tiles, 0, 1, events)      # in place, exclusive
             events.append(rt.launch(k_tiles, (tiles * wg,), (wg,), [
-                buf_out, buf_in, np.int64(m), ident, np.int32(inclusive), partial, np.int32(1)],
-                params=point, skeleton=self.kind, origin=origin))
+                buf_out, buf_in, np.int64(m), ident, np.int32(inclusive), partial, np.int32(1),
+                *carry_args(sums)], params=point, skeleton=self.kind, origin=origin))
 
         def run(point):
             wg, items = int(point["wg"]), int(point["items"])
@@ -227,8 +273,8 @@ class Scan(Skeleton):
                                                      nbytes))
                 k = kernel(point, "skelpy_scan_lookback", 0)
                 events.append(rt.launch(k, (tiles * wg,), (wg,), [
-                    dst, src, np.int64(n), ident, np.int32(inc), status, np.int64(tiles)],
-                    params=point, skeleton=self.kind, origin=origin))
+                    dst, src, np.int64(n), ident, np.int32(inc), status, np.int64(tiles),
+                    *carry_args(0)], params=point, skeleton=self.kind, origin=origin))
             else:
                 levels(point, src, dst, n, inc, 0, events)
             launched["g"], launched["l"] = (tiles * wg,), (wg,)

@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import runtime as _rt
 from ..containers import Matrix, empty_like_shape
+from ..distribution import stencil as distributed_stencil
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..errors import CallError, DTypeError, ParameterError, ShapeError, TranslationError
 from ..muscle.checks import OFFSETS as OFFSETS_CHECKS
@@ -135,6 +136,8 @@ class Stencil(Skeleton):
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
+        if _rt.current().group is not None:              # several devices at once
+            return distributed_stencil.run(self, src, extras, iterations, forced, out_dtype)
         bound = self._bind(src, extras, out_dtype)
         rt, choice = place(self, bound, src, iterations)
         if iterations > 1 or (forced is not None and set(forced) & set(_temporal.NAMES)):
@@ -145,9 +148,10 @@ class Stencil(Skeleton):
         cur, launches = self._single_steps(bound, src, extras, iterations, forced, out_dtype, rt)
         self.last_launch = merge_launches(self.kind, launches)
         self._chosen(choice, cur)
-        if iterations == 1 and forced is None and out_dtype is None and choice is None \
+        if iterations == 1 and forced is None and out_dtype is None \
                 and not bound.plan.checked:
-            self._fast = repeat_launcher(self, bound, m, extras, rt)
+            self._fast = repeat_launcher(self, bound, m, extras, rt,
+                                         choice.stem if choice is not None else None)
         return cur
 
     def _single_steps(self, bound, src, extras, iterations, forced, out_dtype, rt):
@@ -178,29 +182,7 @@ class Stencil(Skeleton):
         not apply (then single steps run)."""
         if forced is not None and not set(forced) & set(_temporal.NAMES):
             return None
-        key = id(bound.plan)
-        cache = self.__dict__.setdefault("_temporal_plans", {})
-        if bound.out_dtype != src.dtype:
-            cache[key] = (bound.plan, f"the muscle turns {src.dtype} into {bound.out_dtype}")
-        elif bound.plan.checked:
-            cache[key] = (bound.plan, "its reads are checked at run time (debug mode, or "
-                                      "offsets that are not constants)")
-        if key not in cache:
-            kinds = {ScalarArg: "scalar", MatrixExtra: "matrix", VectorExtra: "vector"}
-            shape = bound.plan.shape
-            try:
-                tplan = _temporal.plan(
-                    self.muscle, src.dtype,
-                    [_temporal.Extra(kinds[type(d)], d.dtype, getattr(d, "weak", False))
-                     for d in bound.descs],
-                    (shape.north, shape.south, shape.east, shape.west), self.border,
-                    lambda dt: cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
-                    out_dtype=self.out_dtype if out_dtype is None else out_dtype,
-                    polish=_unroll_hints)
-            except _temporal.Unsupported as exc:
-                tplan = str(exc)
-            cache[key] = (bound.plan, tplan)      # the plan kept alive keeps its id unique
-        tplan = cache[key][1]
+        tplan = self.temporal_plan(bound, src, out_dtype)
         if isinstance(tplan, str):
             if forced is None:
                 return None
@@ -223,6 +205,32 @@ class Stencil(Skeleton):
                                         single_steps, self.origin, rt)
         self.last_launch = launch if launch is not None else merge_launches(self.kind, ran)
         return out
+
+    def temporal_plan(self, bound, src, out_dtype=None):
+        """The temporal plan of a call (``stencil_temporal``), or why it has none (a str)."""
+        key = id(bound.plan)
+        cache = self.__dict__.setdefault("_temporal_plans", {})
+        if bound.out_dtype != src.dtype:
+            cache[key] = (bound.plan, f"the muscle turns {src.dtype} into {bound.out_dtype}")
+        elif bound.plan.checked:
+            cache[key] = (bound.plan, "its reads are checked at run time (debug mode, or "
+                                      "offsets that are not constants)")
+        if key not in cache:
+            kinds = {ScalarArg: "scalar", MatrixExtra: "matrix", VectorExtra: "vector"}
+            shape = bound.plan.shape
+            try:
+                tplan = _temporal.plan(
+                    self.muscle, src.dtype,
+                    [_temporal.Extra(kinds[type(d)], d.dtype, getattr(d, "weak", False))
+                     for d in bound.descs],
+                    (shape.north, shape.south, shape.east, shape.west), self.border,
+                    lambda dt: cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
+                    out_dtype=self.out_dtype if out_dtype is None else out_dtype,
+                    polish=_unroll_hints)
+            except _temporal.Unsupported as exc:
+                tplan = str(exc)
+            cache[key] = (bound.plan, tplan)      # the plan kept alive keeps its id unique
+        return cache[key][1]
 
     @checked_signature
     def source(self, m, *extras, params: Mapping | None = None, out_dtype=None) -> str:
@@ -247,6 +255,10 @@ class Stencil(Skeleton):
         if not isinstance(c, Matrix):
             raise self._error(ShapeError, f"a Stencil needs a 2-D Matrix, got {c!r}")
         return c
+
+    def bind(self, src: Matrix, extras: Sequence, out_dtype=None) -> BoundStencil:
+        """The plan and extra arguments of a call on ``src`` (for a call on a device group)."""
+        return self._bind(src, extras, out_dtype)
 
     def _bind(self, src: Matrix, extras: Sequence, out_dtype) -> BoundStencil:
         """The plan and kernel arguments for one input dtype and these extras."""
@@ -508,10 +520,29 @@ class StencilSequence:
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
-        # one device for the whole sequence, placed as the first stage run len(stages) times
-        first = self.stages[0]
-        rt, choice = place(first, self._bind_stage(0, src, extras), src,
-                           iterations * len(self.stages))
+        first, choice = self.stages[0], None
+        if _rt.current().group is not None:              # several devices at once
+            for i in range(len(self.stages)):
+                self._bind_stage(i, src, extras)         # the checks, before anything runs
+            cur, per_stage = distributed_stencil.run_sequence(self, src, extras, iterations,
+                                                              stage_params)
+        else:
+            # one device for the whole sequence, placed as the first stage run len(stages)
+            # times
+            rt, choice = place(first, self._bind_stage(0, src, extras), src,
+                               iterations * len(self.stages))
+            cur, per_stage = self._run_stages(src, extras, iterations, stage_params, rt, choice)
+        self.last_launches = []
+        for stage, launches in zip(self.stages, per_stage):
+            stage.last_launch = merge_launches(stage.kind, launches)
+            self.last_launches.append(stage.last_launch)
+        self._summarise(iterations)
+        if choice is not None:
+            self.last_launch.choice = choice
+            first._chosen(choice, cur)
+        return cur
+
+    def _run_stages(self, src, extras, iterations, stage_params, rt, choice=None):
         per_stage: list[list] = [[] for _ in self.stages]
         decided: dict = {}
         cur = src
@@ -526,10 +557,10 @@ class StencilSequence:
                              per_stage[i], key=i)
                 bound.raise_if_failed()
                 cur = dst
-        self.last_launches = []
-        for stage, launches in zip(self.stages, per_stage):
-            stage.last_launch = merge_launches(stage.kind, launches)
-            self.last_launches.append(stage.last_launch)
+        return cur, per_stage
+
+    def _summarise(self, iterations: int) -> None:
+        """``last_launch``: every stage's parameters, events and refusals."""
         events = [e for ln in self.last_launches for e in ln.events]
         refused = [r for ln in self.last_launches for r in ln.refused]
         last = self.last_launches[-1]
@@ -538,10 +569,6 @@ class StencilSequence:
             last.global_size, last.local_size, events, refused,
             "+".join(sorted({ln.source for ln in self.last_launches})))
         self.last_launch.iterations = iterations
-        if choice is not None:
-            self.last_launch.choice = choice
-            first._chosen(choice, cur)
-        return cur
 
     @checked_signature
     def source(self, m, *extras, params: Mapping | Sequence[Mapping | None] | None = None

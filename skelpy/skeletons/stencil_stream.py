@@ -27,6 +27,7 @@ the rings' period; needed by ``tb_ring=0``) and ``tb_pre`` (input rows loaded ah
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -55,6 +56,9 @@ MAX_T = 16                    # stages per pass
 MAX_PERIOD = 24               # longest walk unrolled by the rings' period
 MAX_REGS = 160                # values a work-item may hold (estimate; beyond it, spills)
 LOCAL_RESERVE = 256           # bytes of local memory left for the implementation
+
+
+_WINDOW = ("-DSKP_ROW_WINDOW=1",)
 
 
 class Unsupported(Exception):
@@ -303,7 +307,9 @@ class StreamPlan:
             "n_extras": float(len(self.extras)), "in_dtype_size": float(self.itemsize),
             "out_dtype_size": float(self.itemsize), "temporal": 1.0,
             "stages": float(len(stages))})
-        self._kernels: dict = {}
+        # per runtime (weakly: a runtime that goes must not be mistaken for a new one at the
+        # same address, which an id() key would)
+        self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def _specialise(self, k: int, st: Stage, dtype, out_dtype):
         """Stage k's muscle on a private window; extra matrices it reads off the cell are read
@@ -351,6 +357,12 @@ class StreamPlan:
         if tm.out_dtype != dtype:
             raise Unsupported(f"the muscle turns {dtype} into {tm.out_dtype}")
         return tm, around, takes, clamp
+
+    @property
+    def hold(self) -> tuple[int, int]:
+        """Rows a stage holds above and below (the most over the stages): a pass of t stages
+        reads at most t x these rows beyond the rows it outputs."""
+        return (max(i.hold[0] for i in self.infos), max(i.hold[1] for i in self.infos))
 
     # -- a pass's shape ----------------------------------------------------------------------
     def _stage(self, level: int) -> _StageInfo:
@@ -468,25 +480,37 @@ class StreamPlan:
                 "tb_ring": int(v > 1), "tb_unroll": 1, "tb_pre": 2}
 
     # -- running -----------------------------------------------------------------------------
-    def kernel(self, rt: _rt.Runtime, point: Mapping, small: bool = False):
+    def kernel(self, rt: _rt.Runtime, point: Mapping, small: bool = False,
+               extra: tuple[str, ...] = ()):
         # PoCL miscompiles the unrolled walk (barriers in an unrolled loop; checked against
         # oclgrind, which agrees with single steps)
-        opts = self.macros(point, small, "portable computing" in rt.device.platform.lower())
-        k = self._kernels.get((id(rt), opts))
+        opts = self.macros(point, small,
+                           "portable computing" in rt.device.platform.lower()) + extra
+        kernels = self._kernels.setdefault(rt, {})
+        k = kernels.get(opts)
         if k is None:
             prg = rt.build(self.source, opts)
-            k = self._kernels[(id(rt), opts)] = rt.kernel(prg, self.kernel_name)
+            k = kernels[opts] = rt.kernel(prg, self.kernel_name)
         return k
 
     def launch_pass(self, rt: _rt.Runtime, point: Mapping, dst, src, rows: int, cols: int,
-                    extra_args: Sequence):
-        """One pass of ``point['t']`` stages, buffer src -> buffer dst; returns the event."""
-        geo = self.geometry(point, rows, cols)
+                    extra_args: Sequence, window: tuple[int, int, int] | None = None):
+        """One pass of ``point['t']`` stages, buffer src -> buffer dst; returns the event.
+        ``window`` (row_lo, row_hi, offset), on a device group: output rows [row_lo, row_hi)
+        of the ``rows`` rows that start ``offset`` elements into the buffers."""
+        if window is None:
+            geo = self.geometry(point, rows, cols)
+            extra, win = (), []
+        else:
+            lo, hi, offset = window
+            geo = self.geometry(point, hi - lo, cols)
+            extra, win = _WINDOW, [np.int32(lo), np.int32(hi), np.int64(offset)]
         args = [dst, src, np.int32(rows), np.int32(cols), np.int32(geo.chunk),
-                np.int32(geo.wout), cl.LocalMemory(max(geo.local_bytes, 1)), *extra_args]
-        return rt.launch(self.kernel(rt, point, self.small(rows, cols)), geo.global_size,
-                         geo.local_size, args,
-                         params=dict(point), skeleton="stencil")
+                np.int32(geo.wout), cl.LocalMemory(max(geo.local_bytes, 1)), *win,
+                *extra_args]
+        return rt.launch(self.kernel(rt, point, self.small(rows, cols), extra),
+                         geo.global_size, geo.local_size, args, params=dict(point),
+                         skeleton="stencil")
 
     def run(self, rt: _rt.Runtime, point: Mapping, src, rows: int, cols: int,
             applications: int, extra_args: Sequence, buffers: Sequence) -> tuple:

@@ -10,6 +10,7 @@ can be forced with ``params=``.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 
 from .. import runtime as _rt
@@ -20,7 +21,8 @@ from ..muscle import Muscle, TypedMuscle
 from ..tuner.space import ParamSpace
 from .stencil_stream import TILE_NAMES, Extra, Stage, StreamPlan, Unsupported
 
-__all__ = ["Extra", "NAMES", "T_VALUES", "Unsupported", "iterate", "plan", "space"]
+__all__ = ["Extra", "NAMES", "T_VALUES", "TemporalPlan", "Unsupported", "iterate", "plan",
+           "space"]
 
 T_VALUES = (1, 2, 3, 4, 6, 8)
 NAMES = ("t",) + TILE_NAMES
@@ -31,40 +33,52 @@ _SINGLE = {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 128, "tb_vec": 1, "tb_rin
            "tb_unroll": 0, "tb_pre": 1}
 
 
+class TemporalPlan(StreamPlan):
+    """The streaming plan of one stencil repeated, with the tuner's space of its passes."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # per runtime (weakly, as the kernels: see StreamPlan)
+        self._spaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def space(self, rt: _rt.Runtime) -> ParamSpace:
+        """The passes the tuner chooses among on ``rt``'s device (cached per runtime)."""
+        sp = self._spaces.get(rt)
+        if sp is not None:
+            return sp
+        dev = rt.device
+        gpu = dev.kind == "gpu"
+
+        def legal(p) -> bool:
+            if int(p["t"]) == 1:          # single steps: the tile parameters do not apply
+                return all(p[k] == v for k, v in _SINGLE.items())
+            return self.legal(p, dev)
+
+        default = dict(self.gpu_default(), t=4) if gpu else dict(_SINGLE)
+        sp = ParamSpace(self.tile_params(rt, T_VALUES if gpu else (1,)), default, legal,
+                        extra_values_ok=("t", "tb_wc", "tb_wr", "tb_rows"))
+        if not sp.is_legal(sp.default):
+            nearest = sp.nearest(sp.default)
+            if nearest is not None:
+                sp.default = nearest
+        self._spaces[rt] = sp
+        return sp
+
+
 def plan(muscle: Muscle, dtype, extras: Sequence[Extra], reach: tuple[int, int, int, int],
          border: str, cval_literal: Callable, *, big: bool = False, out_dtype=None,
-         polish: Callable[[TypedMuscle], str] | None = None) -> StreamPlan:
-    """The streaming plan of one stencil repeated (raises Unsupported where it cannot)."""
-    return StreamPlan([Stage(muscle, reach, border, cval_literal)], dtype, extras, big=big,
-                      out_dtype=out_dtype, polish=polish, max_reach=MAX_REACH)
+         polish: Callable[[TypedMuscle], str] | None = None) -> TemporalPlan:
+    """The plan of one stencil repeated (raises Unsupported where it cannot stream)."""
+    return TemporalPlan([Stage(muscle, reach, border, cval_literal)], dtype, extras, big=big,
+                        out_dtype=out_dtype, polish=polish, max_reach=MAX_REACH)
 
 
-def space(plan: StreamPlan, rt: _rt.Runtime) -> ParamSpace:
-    """The passes the tuner chooses among on ``rt``'s device (cached on the plan)."""
-    spaces = plan.__dict__.setdefault("_temporal_spaces", {})
-    sp = spaces.get(id(rt))
-    if sp is not None:
-        return sp
-    dev = rt.device
-    gpu = dev.kind == "gpu"
-
-    def legal(p) -> bool:
-        if int(p["t"]) == 1:          # single steps: the tile parameters do not apply
-            return all(p[k] == v for k, v in _SINGLE.items())
-        return plan.legal(p, dev)
-
-    default = dict(plan.gpu_default(), t=4) if gpu else dict(_SINGLE)
-    sp = ParamSpace(plan.tile_params(rt, T_VALUES if gpu else (1,)), default, legal,
-                    extra_values_ok=("t", "tb_wc", "tb_wr", "tb_rows"))
-    if not sp.is_legal(sp.default):
-        nearest = sp.nearest(sp.default)
-        if nearest is not None:
-            sp.default = nearest
-    spaces[id(rt)] = sp
-    return sp
+def space(plan: TemporalPlan, rt: _rt.Runtime) -> ParamSpace:
+    """The passes the tuner chooses among on ``rt``'s device (``plan.space``)."""
+    return plan.space(rt)
 
 
-def iterate(plan: StreamPlan, src: Matrix, iterations: int, forced: Mapping | None,
+def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | None,
             extra_args: Sequence, single_steps: Callable[[], tuple[Matrix, list]],
             origin: str, rt: _rt.Runtime | None = None) -> tuple[Matrix, _rt.Launch | None]:
     """``iterations`` steps of the stencil from ``src``, t per pass as the tuner (or

@@ -277,6 +277,10 @@ class GroupModel:
     # kinds of device ("gpu", "cpu") the training scenarios ran on; a model never predicts
     # for a kind it has not seen (a CPU's best point says nothing about a GPU's)
     kinds: list[str] = field(default_factory=list)
+    # validated on this device's own scenarios (validation.py) and found no better than the
+    # default: the model keeps the default and only orders the points sweeps measure
+    keeps_default: bool = False
+    validation: dict[str, Any] = field(default_factory=dict)   # what validation found
 
     def classify(self, scen: np.ndarray) -> dict | None:
         if self.classifier is None or not self.classes:
@@ -391,7 +395,10 @@ def choose(gm: GroupModel, scen_feats: Mapping[str, float], cand: CandidateSet,
     the caller must map to the nearest legal, unrefused point. ``risk`` (default: per device
     kind, :data:`RISK_BY_KIND`) penalises the regressors' disagreement between trees. With
     ``default`` (its index), the speedup regressor keeps the default unless it predicts at
-    least ``min_gain`` (log speedup; default per device kind, :data:`MIN_GAIN_BY_KIND`)."""
+    least ``min_gain`` (log speedup; default per device kind, :data:`MIN_GAIN_BY_KIND`), and a group
+    that validation found no better than the default (``keeps_default``) keeps it."""
+    if gm.keeps_default and default is not None and default not in refused:
+        return default
     scen = gm.scen_schema.vector(scen_feats)
     if approach == "classifier":
         pred = gm.classify(scen)

@@ -16,6 +16,7 @@ import copy
 import hashlib
 import io
 import json
+import math
 import os
 import warnings
 from pathlib import Path
@@ -62,7 +63,8 @@ def to_bytes(model: DeviceModel) -> bytes:
                        "point_schema": list(g.point_schema.names), "classes": g.classes,
                        "plausible": list(g.plausible), "n_scenarios": int(g.n_scenarios),
                        "n_rows": int(g.n_rows), "origin": g.origin, "n_local": int(g.n_local),
-                       "kinds": list(g.kinds),
+                       "kinds": list(g.kinds), "keeps_default": bool(g.keeps_default),
+                       "validation": _validation(g.validation),
                        "forests": forests})
     meta = {"format": FORMAT, "version": MODEL_VERSION, "device": model.device,
             "n_measurements": int(model.n_measurements), "trained_at": float(model.trained_at),
@@ -77,6 +79,17 @@ def save(model: DeviceModel, path: Path) -> None:
     """Write atomically, mode 0600, in a 0700 folder, never through a symlink."""
     ensure_dir(path.parent)
     write_file(path, to_bytes(model))
+
+
+def _validation(v: dict) -> dict:
+    """A group's validation record with finite numbers only (JSON)."""
+    out: dict[str, Any] = {}
+    for k, x in v.items():
+        if isinstance(x, dict):
+            out[str(k)] = {str(a): float(b) for a, b in x.items() if math.isfinite(b)}
+        elif isinstance(x, str) or (isinstance(x, (int, float)) and math.isfinite(x)):
+            out[str(k)] = x
+    return out
 
 
 def _plain(v: Any) -> Any:
@@ -116,7 +129,9 @@ def from_bytes(data: bytes) -> DeviceModel:
                            n_scenarios=int(gd["n_scenarios"]), n_rows=int(gd["n_rows"]),
                            origin=str(gd.get("origin", "local")),
                            n_local=int(gd.get("n_local", 0)),
-                           kinds=[str(k) for k in gd.get("kinds", [])])
+                           kinds=[str(k) for k in gd.get("kinds", [])],
+                           keeps_default=bool(gd.get("keeps_default", False)),
+                           validation=dict(gd.get("validation", {})))
             n_features = len(g.scen_schema) + len(g.point_schema)
             for name, fd in dict(gd["forests"]).items():
                 if name not in APPROACHES:

@@ -12,8 +12,9 @@ mode's settling and ``skelpy tune``, built so that a sweep is never worse than n
   than ``settings.keep_margin``. A single lucky timing in the sweep cannot make the call
   slower than it would have been without tuning.
 * **Speed.** Programs are built ahead of their measurement through the request's
-  ``prepare`` hook: on a GPU a chunk at a time, the next chunk building in a background
-  thread while this one is measured; on a CPU (whose compiler would run on the cores being
+  ``prepare`` hook: on a GPU a chunk at a time (the untuned choices alone first, then
+  growing chunks: :func:`chunks`), the next chunk building in a background thread while this
+  one is measured; on a CPU (whose compiler would run on the cores being
   measured) each point just before its measurement, so a deadline never waits for builds.
 * **Resuming.** Points already in the store are not measured again (as Kernel Tuner's cache
   does), so an interrupted ``skelpy tune`` goes on where it stopped.
@@ -143,6 +144,20 @@ class _Builder:
             self._thread = None
 
 
+def chunks(n: int, head: int) -> list[tuple[int, int]]:
+    """(start, stop) of the chunks a GPU sweep builds at a time: the untuned choices first
+    (``head`` points: only they are built before the first measurement), then 4, 8, up to
+    :data:`CHUNK` points, so that a short time box (``skelpy tune``'s first round: a second
+    or two per scenario) does not wait for a whole chunk of builds to measure two of them
+    (an H100's first round measured 56 points in 120 s that way)."""
+    out, start, size = [], 0, max(head, 1)
+    while start < n:
+        out.append((start, min(start + size, n)))
+        start += size
+        size = 4 if start == max(head, 1) else min(2 * size, CHUNK)
+    return out
+
+
 # -- sweeping ----------------------------------------------------------------------------------
 
 
@@ -206,15 +221,17 @@ def sweep(call: Call, *, budget: measure.Budget | None = None, deadline: float |
                        background=device_kind(call) == "gpu")
     bar = _bar(len(todo), f"sweep {req.skeleton} {req.kernel_key[:8]}", settings.progress)
     stopped = False                       # the deadline passed
+    bounds = chunks(len(todo), head)
     try:
-        for start in range(0, len(todo), CHUNK):
+        for c, (start, stop) in enumerate(bounds):
             if deadline is not None and ref_res is not None and start >= head \
                     and time.perf_counter() > deadline:
                 stopped = True
                 break
-            chunk = todo[start:start + CHUNK]
+            chunk = todo[start:stop]
             if builder.background:
-                builder.ready(chunk, todo[start + CHUNK:start + 2 * CHUNK])
+                nxt = bounds[c + 1] if c + 1 < len(bounds) else (stop, stop)
+                builder.ready(chunk, todo[nxt[0]:nxt[1]])
             for i, p in enumerate(chunk, start):
                 if deadline is not None and ref_res is not None and i >= head \
                         and time.perf_counter() > deadline:

@@ -12,8 +12,11 @@ trained on all of them (``pretrained/zero-shot.npz``, data-only like every model
 Training for one device (:func:`train`) fits, per launch-parameter signature the device has
 measured, its own scenarios together with the shipped ones, its own weighted so that they
 count at least as much as all the others together; from :data:`LOCAL_TAKES_OVER` scenarios
-of a signature on, the other devices' data is left out. Signatures it has not measured keep
-the shipped model's group. Shipped data of the same device counts as its own.
+of a signature on (a scenario counting by how much of it was measured, :func:`coverage`),
+the other devices' data is left out. The fitted model is then validated on the device's own
+scenarios (:mod:`validation`) and leaves the default only where it beat it. Signatures it
+has not measured keep the shipped model's group. Shipped data of the same device counts as
+its own.
 
     python -m skelpy.tuner.zero_shot       rebuild pretrained/zero-shot.npz from the data
 """
@@ -23,16 +26,18 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import training_data
+from . import training_data, validation
 from .model import (
     MIN_SCENARIOS,
     DeviceModel,
+    GroupModel,
     ScenarioData,
     default_method,
     device_kind,
@@ -43,6 +48,8 @@ from .model import (
 from .store import params_json
 
 LOCAL_TAKES_OVER = 12     # this device's scenarios of a signature from which it trains alone
+VALIDATION_TREES = 8      # trees of each refit that validation makes
+FULL_POINTS = 16          # measured points from which a scenario counts fully towards it
 SHIPPED_MODEL = "zero-shot.npz"
 TREES = 16                # trees of the shipped model (its file stays a few hundred KiB)
 DEPTH = 12
@@ -94,6 +101,14 @@ def align(scenarios: Sequence[ScenarioData],
     return out
 
 
+def coverage(sd: ScenarioData) -> float:
+    """How much of a scenario counts towards :data:`LOCAL_TAKES_OVER`: a scenario with a
+    couple of points measured (``skelpy tune``'s first minutes) teaches less than a swept one
+    (a space smaller than :data:`FULL_POINTS` counts fully when it was swept whole)."""
+    size = math.prod(len(p.get("values", ())) for p in sd.space.get("params", [])) or 1
+    return min(1.0, len(sd.times) / min(FULL_POINTS, size))
+
+
 def training_set(local: Sequence[ScenarioData], others: Sequence[ScenarioData],
                  device: str) -> dict[str, tuple[list[ScenarioData], list[float]]]:
     """Per signature that ``local`` measured: the scenarios to fit and their weights."""
@@ -106,7 +121,7 @@ def training_set(local: Sequence[ScenarioData], others: Sequence[ScenarioData],
     out = {}
     for sig, mine in by_own.items():
         theirs = [sd for sd in foreign if signature(sd.names) == sig]
-        if len(mine) >= LOCAL_TAKES_OVER or not theirs:
+        if sum(coverage(sd) for sd in mine) >= LOCAL_TAKES_OVER or not theirs:
             out[sig] = (mine, [1.0] * len(mine))
             continue
         w = max(1.0, len(theirs) / len(mine))
@@ -117,32 +132,65 @@ def training_set(local: Sequence[ScenarioData], others: Sequence[ScenarioData],
 def train(store: Any, device: str, *, shipped: Sequence[training_data.DeviceData] | None = None,
           base: DeviceModel | None = None, approaches: Sequence[str] | None = None,
           **kw: Any) -> DeviceModel:
-    """The model of ``device``: its measured signatures fitted on its scenarios and the
-    shipped ones (weighted), every other signature from ``base`` (the shipped model)."""
-    n = store.count_measurements(device)
-    local = load_scenarios(store, device)
+    """The model of ``device`` from its measurements in ``store`` (:func:`train_on`)."""
+    return train_on(load_scenarios(store, device), device, store.count_measurements(device),
+                    shipped=shipped, base=base, approaches=approaches, **kw)
+
+
+def train_on(local: Sequence[ScenarioData], device: str, n_measurements: int = 0, *,
+             shipped: Sequence[training_data.DeviceData] | None = None,
+             base: DeviceModel | None = None, approaches: Sequence[str] | None = None,
+             validate: bool = True, **kw: Any) -> DeviceModel:
+    """The model of ``device``: its measured signatures fitted on its scenarios ``local`` and
+    the shipped ones (weighted), every other signature from ``base`` (the shipped model).
+    A fitted signature is validated on the device's own scenarios (:mod:`validation`): it is
+    used only where it beat the default (and the shipped group); else the shipped group where
+    that beat the default, else the default (the fitted model then only orders sweeps); with
+    too little evidence, the shipped group or the default (as before tuning)."""
     from .model_files import pretrained_enabled
 
     if shipped is None:
         shipped = training_data.shipped() if pretrained_enabled() else []
-    sets = shipped
     # other devices' scenarios measured before a parameter existed, in today's signatures
-    others = align([sd for d in sets for sd in d.scenarios], targets=local)
+    others = align([sd for d in shipped for sd in d.scenarios], targets=local)
     feats = local[0].features if local else {}
     if approaches is None:
         approaches = (default_method(feats or {"dev_is_gpu": 1.0})[0],)
         if "classifier" in approaches:
             approaches = ("speedup", "classifier")
+    kind = device_kind(feats) if feats else None
     groups = {}
     for sig, (data, weights) in training_set(local, others, device).items():
         if len(data) < MIN_SCENARIOS:
             continue
-        g = groups[sig] = fit_group(sig, data, weights=weights, approaches=approaches, **kw)
+
+        def refit(d: Sequence[ScenarioData], w: Sequence[float], sig: str = sig) -> GroupModel:
+            """Validation's refits: the speedup regressor alone, with fewer trees (a CPU
+            retrains in the background of its sweeps)."""
+            trees = min(int(kw.get("n_estimators", VALIDATION_TREES)), VALIDATION_TREES)
+            return fit_group(sig, d, weights=w, approaches=("speedup",),
+                             **{**kw, "n_estimators": trees})
+
+        g = fit_group(sig, data, weights=weights, approaches=approaches, **kw)
         g.n_local = sum(1 for sd in data if sd.device == device)
+        if not validate:
+            groups[sig] = g
+            continue
+        ship = base.groups.get(sig) if base is not None else None
+        if ship is not None and ship.kinds and kind not in ship.kinds:
+            ship = None
+        mine = [sd for sd in data if sd.device == device]
+        v = validation.validate(mine, data, weights, refit, ship)
+        if v.use == "shipped" and ship is not None:
+            g = copy.copy(ship)
+        elif v.use != "local":
+            g.keeps_default = True
+        g.validation = {"use": v.use, "scenarios": v.scenarios, "scores": dict(v.scores)}
+        groups[sig] = g
     if base is not None:
         for sig, g in base.groups.items():
             groups.setdefault(sig, g)
-    return DeviceModel(device, n, groups, time.time())
+    return DeviceModel(device, n_measurements, groups, time.time())
 
 
 def build(sets: Sequence[training_data.DeviceData], *, trees: int = TREES, depth: int = DEPTH,

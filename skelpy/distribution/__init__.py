@@ -1,0 +1,19 @@
+"""Skeletons on several devices at once (SkelCL's distributions), in one process.
+
+- :mod:`.exchange`: the one interface through which parts talk (moves of rows, small
+  collectives, host gathers), and its in-process implementation over pinned host memory;
+- :mod:`.parts`: a container's data spread over a group, and redistribution;
+- :mod:`.elementwise`, :mod:`.reduce`, :mod:`.scan`, :mod:`.allpairs`, :mod:`.stencil`: each
+  skeleton's run on a group.
+
+The distributions themselves are a property of containers (:mod:`skelpy.containers.
+distributions`). Skeletons call here when the runtime in use belongs to a group.
+"""
+
+from ..containers import Container
+from .parts import Part, Parts, distributed
+
+# Container.redistribute() spreads a container through this (containers do not import us).
+Container.distributor = staticmethod(distributed)
+
+__all__ = ["Part", "Parts", "distributed"]

@@ -1,0 +1,524 @@
+"""Stencil and StencilSequence on a device group: row blocks with halo rows, exchanged every
+k steps, the exchange overlapped with the interior.
+
+The matrix takes an ``Overlap(h)`` distribution, h = k x the stencil's vertical reach
+(:mod:`.stencil_rows` says which rows each step computes, reads and exchanges). Each device runs
+the single-device stencil kernel on its part, restricted to a window of rows
+(``SKP_ROW_WINDOW`` in ``kernels/stencil.cl``): every read inside the part, so the border rule
+only remaps columns, and the five border modes stay exact across the cuts. Every k steps the
+halo rows travel through pinned host memory (:class:`~.exchange.InProcessExchange`); in the
+last step of a round each device first computes the rows its neighbours need, starts sending
+them, then computes its interior while they travel (``overlap``). The halo depth ``k`` is a
+tuned parameter of the call (``params={"k": 2}`` forces it); each device's kernel parameters
+are tuned for that device and part as on one device.
+
+Iterations take the temporal path where one device would (``stencil_temporal``, t steps per
+pass, chosen by each device's tuner): then a round is one pass of t steps per device over its
+part (k = t, the halo t x the reach deep), the pass's window kernel applying the border rule
+itself where a part reaches the first or last row of the matrix; otherwise each device runs
+single steps of the window kernel between exchanges.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyopencl as cl
+
+from .. import runtime as _rt
+from .. import tuner
+from ..containers import Matrix, Overlap, empty_like_shape
+from ..containers.distributions import BLOCK, COPY
+from ..dtypes import storage_dtype
+from ..errors import ParameterError
+from ..skeletons.arguments import ScalarArg, scalar_value
+from ..skeletons.stencil_launch import geometry, local_memory
+from ..skeletons.stencil_plan import MatrixExtra, tile_bytes
+from ..tuner.space import Param, ParamSpace
+from .common import collective, group_launch
+from .exchange import Move, exchange_of
+from .parts import Parts, allocate, distributed
+from .stencil_rows import RowPlan
+
+__all__ = ["run", "run_sequence", "K_VALUES", "GROUP_PARAMS"]
+
+K_VALUES = (1, 2, 3, 4, 6, 8, 12, 16)
+GROUP_PARAMS = ("k", "overlap")
+TEMPORAL_NAMES = ("t", "tb_wc", "tb_wr", "tb_rows", "tb_cc", "tb_ring", "tb_unroll")
+WINDOW = ("-DSKP_ROW_WINDOW=1",)
+
+
+@collective
+def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix:
+    """``skel(src, *extras, iterations=...)`` (a Stencil) on the device group in use."""
+    group = _rt.current().group
+    forced = dict(forced or {})
+    wanted = {k: forced.pop(k) for k in GROUP_PARAMS if k in forced}
+    passes = {k: forced.pop(k) for k in TEMPORAL_NAMES if k in forced}
+    bound = skel.bind(src, extras, out_dtype)
+    if bound.out_dtype != src.dtype and iterations > 1:
+        first = run(skel, src, extras, 1, {**forced, **wanted}, out_dtype)
+        return run(skel, first, extras, iterations - 1, {**forced, **wanted}, out_dtype)
+    rows, cols = src.shape
+    if rows * cols == 0:
+        skel.last_launch = _rt.Launch(skel.kind, {}, (0, 0), None, source="empty")
+        return empty_like_shape(src.shape, bound.out_dtype, _rt.current())
+    job = _Job(skel, bound, group, src, iterations, forced or None)
+    job.overlap = bool(wanted.get("overlap", True))
+    if iterations > 1 or passes:
+        temporal = _Temporal.of(job, out_dtype, passes, wanted.get("k"))
+        if temporal is not None:
+            return Matrix.from_parts(temporal.run())
+    return Matrix.from_parts(job.decide_and_run(wanted.get("k")))
+
+
+@collective
+def run_sequence(seq, src: Matrix, extras, iterations: int, stage_params) -> Matrix:
+    """A StencilSequence on the device group in use: stage after stage, each on the parts the
+    previous one left (a halo exchange per stage)."""
+    cur = src
+    per_stage: list[list] = [[] for _ in seq.stages]
+    for _ in range(iterations):
+        for i, stage in enumerate(seq.stages):
+            n_extra = max(stage.muscle.n_params - 1, 0)
+            cur = run(stage, cur, extras[:n_extra], 1, stage_params[i], None)
+            per_stage[i].append(stage.last_launch)
+    return cur, per_stage
+
+
+class _Job:
+    """One call: its row plan, buffers, per-device kernels and the steps."""
+
+    def __init__(self, skel, bound, group, src, iterations, forced):
+        self.skel, self.bound, self.group = skel, bound, group
+        self.plan = bound.plan
+        self.src, self.iterations, self.forced = src, iterations, forced
+        self.rows, self.cols = src.shape
+        shape = self.plan.shape
+        self.north, self.south = shape.north, shape.south
+        self.reach = max(shape.north, shape.south)
+        self.mode = skel.border
+        self.ranges = BLOCK.ranges(self.rows, group.size)
+        self.ex = exchange_of(group)
+        self.overlap = True
+        self.points: dict[int, dict] = {}
+        self.launches: dict[int, list] = {}
+        self.exchange_events: list = []
+
+    # -- k ----------------------------------------------------------------------------------
+    def legal_ks(self) -> list[int]:
+        """Halo depths this call can use: k <= iterations, the ghost rows refreshable on the
+        devices for k > 1, and a halo no deeper than the matrix."""
+        if self.reach == 0:
+            return [1]
+        out = []
+        for k in K_VALUES:
+            if k > 1 and (k > self.iterations or k * self.reach > self.rows):
+                continue
+            if k > 1 and not self._rows(k).local_ghosts_ok(k):
+                continue
+            out.append(k)
+        return out
+
+    def default_k(self, legal: list[int]) -> int:
+        """Halo depth from a small cost model: an exchange costs ``latency`` (copies, events,
+        launches), recomputing the overlap (k - 1)/2 x the halo rows per step; balance them
+        (k* = sqrt(2 latency / cost of the halo rows per step)). The tuner measures the
+        legal k in its online and exhaustive modes."""
+        dev = self.group.devices[0]
+        gpu = dev.kind == "gpu"
+        latency = 60e-6 if gpu else 400e-6
+        bandwidth = 3e12 if gpu else 2e10
+        item = self.src.dtype.itemsize + self.bound.out_dtype.itemsize
+        per_row = self.cols * item * (1 + self.plan.features.get("reads", 1.0) / 8) / bandwidth
+        halo = (self.north + self.south) * per_row
+        best = math.sqrt(2 * latency / max(halo, 1e-12))
+        return min(legal, key=lambda k: abs(math.log(k / best)))
+
+    def decide_and_run(self, forced_k) -> Parts:
+        """Run with the forced k, the only legal one, or the tuner's (which in its online and
+        exhaustive modes measures the legal k on real calls, by wall time)."""
+        legal = self.legal_ks()
+        if forced_k is not None:
+            if isinstance(forced_k, bool) or forced_k not in legal:
+                raise ParameterError(
+                    f"{self.skel.origin}: k={forced_k!r} is not legal for this call on "
+                    f"{self.group.size} devices (legal: {legal}; k <= iterations, "
+                    "k x reach <= rows, and beyond k = 1 every device must hold the rows its "
+                    "ghost rows copy)")
+            return self.run(int(forced_k))
+        if len(legal) == 1:
+            return self.run(legal[0])
+        space = ParamSpace([Param("k", tuple(legal), doc="steps between halo exchanges")],
+                           {"k": self.default_k(legal)})
+
+        def run(point):
+            out = self.run(int(point["k"]))
+            if tuner.get_mode() in ("online", "exhaustive"):
+                self.ex.finish()           # measured by wall time: the whole call
+            return out, []
+
+        req = tuner.TuningRequest(
+            skeleton="stencil_group", kernel_key=self.plan.kernel_key + "/group",
+            device=_rt.current().device, space=space,
+            dataset={"rows": float(self.rows), "cols": float(self.cols),
+                     "iterations": float(self.iterations), "devices": float(self.group.size),
+                     "dtype_size": float(self.plan.in_dtype.itemsize)},
+            features=self.plan.features, run=run, origin=self.skel.origin)
+        if len(self.ex.local) < self.group.size:
+            # ranks in other processes (MPI): every rank takes the first rank's decision
+            point, _source = tuner.choose_params(req)
+            return self.run(int(self.ex.agree(int(point["k"]))))
+        return tuner.execute(req).result
+
+    def _rows(self, k: int) -> RowPlan:
+        return RowPlan(self.ranges, self.rows, self.north, self.south, self.mode,
+                       k * self.reach)
+
+    # -- the call -------------------------------------------------------------------------------
+    def run(self, k: int) -> Parts:
+        """All the iterations with a k-deep halo; the result's parts (stale halo)."""
+        skel, group = self.skel, self.group
+        self.launches, self.exchange_events = {}, []
+        h = k * self.reach
+        with skel._naming_errors():
+            inp = self.src.storage.parts
+            if inp is None or inp.group is not group or inp.dist.name != "overlap" \
+                    or inp.dist.halo < h:
+                inp = distributed(self.src, group, Overlap(h))
+            h = inp.dist.halo
+            self.rp = rp = RowPlan(self.ranges, self.rows, self.north, self.south, self.mode, h)
+            self.local_ghosts = rp.local_ghosts_ok(k)
+            self.extra_args = self._extras(rp)
+            bufs = [allocate(group, inp.dist, inp.shape, self.bound.out_dtype) for _ in range(2)]
+        for parts in (inp, *bufs):
+            self._fill_constant(parts, rp)
+        # the ghost rows the exchange brings (wrap; the rule's copies when not refreshed here)
+        key = (self.mode, self.skel.cval) if self.mode == "wrap" or not self.local_ghosts \
+            else None
+        if not inp.halo_valid or (key is not None and inp.ghosts != key):
+            self._exchange(inp)
+        inp.halo_valid, inp.ghosts = True, key
+        cur, spare = inp, bufs
+        done = 0
+        nxt = 0
+        while done < self.iterations:
+            kk = min(k, self.iterations - done)
+            more = done + kk < self.iterations
+            for j in range(1, kk + 1):
+                dst = spare[nxt]
+                nxt ^= 1
+                if self.local_ghosts:
+                    self._refresh_ghosts(cur, j, kk)
+                self._step(cur, dst, j, kk, exchange_after=(j == kk and more))
+                cur = dst
+            done += kk
+        skel.last_launch = group_launch(skel.kind, [ln for r in sorted(self.launches)
+                                                    for ln in self.launches[r]])
+        skel.last_launch.iterations = self.iterations
+        skel.last_launch.k = k
+        skel.last_launch.exchange_events = list(self.exchange_events)
+        cur.halo_valid, cur.ghosts = False, None
+        return cur
+
+    def _step(self, cur: Parts, dst: Parts, j: int, kk: int, exchange_after: bool) -> None:
+        """Step j of kk on every device, cur -> dst; with ``exchange_after``, dst's halo is
+        exchanged at the end (started as soon as the rows it needs are computed)."""
+        rp = self.rp
+        split = exchange_after and self.overlap and self.rp.h > 0
+        after: dict[int, list] = {}
+        interiors = []
+        for r in rp.active:
+            a, b = rp.computed(r, j, kk)
+            lo, hi = self.ranges[r]
+            if split and hi - lo > 2 * rp.h:
+                evs = [self._launch(r, cur, dst, a, lo + rp.h),
+                       self._launch(r, cur, dst, hi - rp.h, b)]
+                interiors.append((r, lo + rp.h, hi - rp.h))
+            else:
+                evs = [self._launch(r, cur, dst, a, b)]
+            after[r] = [e for e in evs if e is not None]
+        if not exchange_after:
+            return
+        if not split:
+            self._exchange(dst)
+            return
+        moved = self.ex.move(self._moves(dst, self._transfers()), after=after, overlap=True)
+        for r, a, b in interiors:
+            self._launch(r, cur, dst, a, b)
+        for r in rp.active:
+            waits = moved.received.get(r, []) + moved.sent.get(r, [])
+            if waits:
+                cl.enqueue_barrier(self.group.runtimes[r].queue, wait_for=waits)
+        self.exchange_events += [e for evs in moved.received.values() for e in evs]
+        self.exchange_events += [e for evs in moved.sent.values() for e in evs]
+
+    def _transfers(self):
+        return self.rp.halo_transfers(ghosts_too=not self.local_ghosts)
+
+    def _exchange(self, parts: Parts) -> None:
+        moved = self.ex.move(self._moves(parts, self._transfers()))
+        self.exchange_events += [e for evs in moved.received.values() for e in evs]
+
+    def _moves(self, parts: Parts, transfers) -> list[Move]:
+        rb = parts.row_bytes
+        return [Move(parts.span(parts.parts[t.src], t.src_row),
+                     parts.span(parts.parts[t.dst], t.dst_row), t.count * rb)
+                for t in transfers]
+
+    def _refresh_ghosts(self, parts: Parts, j: int, kk: int) -> None:
+        moves = []
+        for r in self.rp.active:
+            moves += self._moves(parts, self.rp.ghost_refresh(r, j, kk))
+        if moves:
+            self.ex.move(moves)
+
+    def _fill_constant(self, parts: Parts, rp: RowPlan) -> None:
+        """The constant into the ghost rows of ``parts`` (border ``constant``)."""
+        if self.mode != "constant":
+            return
+        st = storage_dtype(parts.dtype)
+        pattern = np.asarray(self.skel.cval).astype(parts.dtype).astype(st).reshape(1)
+        rb = parts.row_bytes
+        for r in rp.active:
+            p = parts.parts[r]
+            if p.rt is None:                  # a device of another process (MPI)
+                continue
+            for first, count in rp.constant_rows(r):
+                cl.enqueue_fill_buffer(p.rt.queue, p.buffer, pattern,
+                                       p.offset(first, rb), count * rb)
+
+    # -- kernels -------------------------------------------------------------------------------
+    def _extras(self, rp: RowPlan) -> dict[int, list]:
+        """Each device's extra kernel arguments: scalars, its part of each extra matrix (the
+        same halo as the input, filled), the whole of each extra vector."""
+        per_rank: dict[int, list] = {r: [] for r in range(self.group.size)}
+        tm = self.plan.muscle
+        for k, (d, v) in enumerate(zip(self.bound.descs, self.bound.values, strict=True)):
+            if isinstance(d, ScalarArg):
+                val = scalar_value(v, tm.scalar_dtypes.get(k + 1, d.dtype), self.skel.origin)
+                for r in per_rank:
+                    per_rank[r].append(val)
+            elif isinstance(d, MatrixExtra):
+                parts = distributed(v, self.group, Overlap(rp.h))
+                if not parts.halo_valid or parts.ghosts != (self.mode, self.skel.cval):
+                    # an extra matrix never changes: its halo and ghost rows, once
+                    self.ex.move(self._moves(parts, rp.halo_transfers(ghosts_too=True)))
+                    self._fill_constant(parts, rp)
+                    parts.halo_valid, parts.ghosts = True, (self.mode, self.skel.cval)
+                for r in per_rank:
+                    per_rank[r].append(parts.parts[r].buffer)
+            else:
+                parts = distributed(v, self.group, COPY)
+                for r in per_rank:
+                    per_rank[r] += [parts.parts[r].buffer, np.int64(v.shape[0])]
+        return per_rank
+
+    def _launch(self, rank: int, cur: Parts, dst: Parts, a: int, b: int):
+        """The window kernel on device ``rank`` over rows [a, b) (matrix rows)."""
+        rt = self.group.runtimes[rank]
+        if b <= a or rt is None:              # (None: a device of another process)
+            return None
+        part = cur.parts[rank]
+        first = part.first
+        plan, skel = self.plan, self.skel
+        lo, hi = np.int32(a - first), np.int32(b - first)
+        fixed = [dst.parts[rank].buffer, part.buffer, np.int32(part.held), np.int32(self.cols)]
+        extra = self.extra_args[rank]
+
+        def launch(point):
+            gsize, lsize = geometry(point, b - a, self.cols)
+            args = list(fixed)
+            if int(point["local"]):
+                args.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
+            args += [lo, hi, *extra]
+            kernel = plan.kernel(rt, point, None, WINDOW)
+            ev = rt.launch(kernel, gsize, lsize, args, params=point, skeleton=skel.kind,
+                           origin=skel.origin)
+            return dst, [ev], gsize, lsize
+
+        point = self.points.get(rank)
+        if point is None:
+            info = {}
+
+            def run(p):
+                out, evs, info["g"], info["l"] = launch(p)
+                return out, evs
+
+            dataset = {"n": float(part.rows * self.cols), "rows": float(part.rows),
+                       "cols": float(self.cols), "dtype_size": float(plan.in_dtype.itemsize)}
+            outcome = skel._run_tuned(plan, rt, dataset, self.forced, run)
+            self.points[rank] = dict(outcome.params)
+            self.launches.setdefault(rank, []).append(_rt.Launch(
+                skel.kind, dict(outcome.params), info["g"], info["l"], list(outcome.events),
+                list(outcome.refused), outcome.source))
+            return outcome.events[-1] if outcome.events else None
+        _out, evs, g, loc = launch(point)
+        self.launches.setdefault(rank, []).append(_rt.Launch(skel.kind, dict(point), g, loc,
+                                                             evs, source="repeat"))
+        return evs[-1]
+
+
+class _Temporal:
+    """Iterations in passes of t steps on every device, the halo exchanged between passes."""
+
+    @classmethod
+    def of(cls, job: _Job, out_dtype, passes: dict, forced_k) -> _Temporal | None:
+        """The temporal run of ``job``, or None where single steps run instead (the tuner
+        chose t = 1, the stencil has no temporal kernel or reads extra matrices, or a part
+        is too small for the pass's border rule)."""
+        skel, bound = job.skel, job.bound
+        tplan = skel.temporal_plan(bound, job.src, out_dtype)
+        unsupported = isinstance(tplan, str) or any(isinstance(d, MatrixExtra)
+                                                    for d in bound.descs)
+        if unsupported:
+            if passes and passes.get("t", 2) != 1:
+                why = tplan if isinstance(tplan, str) else "it reads extra matrices"
+                raise ParameterError(f"{skel.origin}: params {passes}: this stencil cannot run "
+                                     f"several steps per pass on a device group ({why})")
+            return None
+        points = {}
+        for r in range(job.group.size):
+            lo, hi = job.ranges[r]
+            rt = job.group.runtimes[r]
+            if hi <= lo or rt is None:        # (None: a device of another process)
+                continue
+            space = tplan.space(rt)
+            req = tuner.TuningRequest(
+                skeleton="stencil", kernel_key=tplan.kernel_key, device=rt.device,
+                space=space, features=tplan.features, origin=skel.origin,
+                dataset={"n": float((hi - lo) * job.cols), "rows": float(hi - lo),
+                         "cols": float(job.cols), "dtype_size": float(tplan.itemsize),
+                         "iterations": float(job.iterations)},
+                forced=dict(passes) if passes else None)
+            try:
+                point, _source = tuner.choose_params(req)
+            except ParameterError as exc:
+                raise ParameterError(f"{skel.origin}: {exc}") from None
+            if points:                         # every device passes the same t steps
+                first = next(iter(points.values()))
+                point = space.normalise({"t": first["t"]}, base=point)
+            points[r] = dict(point)
+        first = next(iter(points.values()), None)
+        t = int(job.ex.agree(int(first["t"]) if first is not None else 1))
+        for r, point in points.items():       # (MPI: the first rank's t on every rank)
+            if int(point["t"]) != t:
+                points[r] = dict(tplan.space(job.group.runtimes[r]).normalise({"t": t},
+                                                                               base=point))
+        if t == 1:
+            return None
+        if forced_k is not None and forced_k != t:
+            raise ParameterError(f"{skel.origin}: k={forced_k} with passes of t={t} steps: on "
+                                 "a device group a pass spans the steps between exchanges "
+                                 "(force t, or t=1 for single steps and k)")
+        self = cls(job, tplan, points, t)
+        return self if self.feasible() else None
+
+    def __init__(self, job: _Job, tplan, points: dict, t: int):
+        self.job, self.tplan, self.points, self.t = job, tplan, points, t
+        hn, hs = tplan.hold
+        self.h = t * max(hn, hs)
+        self.rp = RowPlan(job.ranges, job.rows, job.north, job.south, job.mode, self.h)
+
+    def region(self, rank: int) -> tuple[int, int]:
+        """The rows device ``rank``'s pass sees as its matrix: its held rows, without the
+        ghost rows beyond the first and last row (the pass's border rule stands for them)."""
+        a, b = self.rp.held(rank)
+        if self.job.mode != "wrap":
+            a, b = max(a, 0), min(b, self.job.rows)
+        return a, b
+
+    def feasible(self) -> bool:
+        """Every part's region is the whole matrix, or longer than twice the reach (so that
+        the pass's border rule near an edge of the matrix reads rows of its region)."""
+        job = self.job
+        for r in self.rp.active:
+            a, b = self.region(r)
+            whole = (a, b) == (0, job.rows) and job.mode != "wrap"
+            if not whole and b - a <= 2 * max(job.reach, 1):
+                return False
+        return True
+
+    def run(self) -> Parts:
+        job = self.job
+        group = job.group
+        job.launches, job.exchange_events = {}, []
+        with job.skel._naming_errors():
+            inp = job.src.storage.parts
+            if inp is None or inp.group is not group or inp.dist.name != "overlap" \
+                    or inp.dist.halo < self.h:
+                inp = distributed(job.src, group, Overlap(self.h))
+            if inp.dist.halo != self.h:
+                self.h = inp.dist.halo
+                self.rp = RowPlan(job.ranges, job.rows, job.north, job.south, job.mode, self.h)
+            job.rp, job.local_ghosts = self.rp, True
+            bufs = [allocate(group, inp.dist, inp.shape, inp.dtype) for _ in range(2)]
+            self.extra_args = job._extras(self.rp)
+        key = ("wrap", job.skel.cval) if job.mode == "wrap" else None
+        if not inp.halo_valid or (key is not None and inp.ghosts != key):
+            job._exchange(inp)
+        inp.halo_valid, inp.ghosts = True, key
+        cur, nxt, done = inp, 0, 0
+        while done < job.iterations:
+            kk = min(self.t, job.iterations - done)
+            more = done + kk < job.iterations
+            dst = bufs[nxt]
+            nxt ^= 1
+            self._round(cur, dst, kk, more)
+            cur, done = dst, done + kk
+        skel = job.skel
+        skel.last_launch = group_launch(skel.kind, [ln for r in sorted(job.launches)
+                                                    for ln in job.launches[r]])
+        skel.last_launch.iterations = job.iterations
+        skel.last_launch.k = self.t
+        skel.last_launch.exchange_events = list(job.exchange_events)
+        cur.halo_valid, cur.ghosts = False, None
+        return cur
+
+    def _round(self, cur: Parts, dst: Parts, kk: int, more: bool) -> None:
+        """One pass of kk steps on every device; with ``more``, dst's halo exchanged after
+        (its boundary rows computed first, sent while the interior is computed)."""
+        job, h = self.job, self.h
+        split = more and job.overlap and h > 0
+        after, interiors = {}, []
+        for r in self.rp.active:
+            lo, hi = job.ranges[r]
+            if split and hi - lo > 2 * h:
+                after[r] = [self._pass(r, cur, dst, kk, lo, lo + h),
+                            self._pass(r, cur, dst, kk, hi - h, hi)]
+                interiors.append((r, lo + h, hi - h))
+            else:
+                after[r] = [self._pass(r, cur, dst, kk, lo, hi)]
+        if not more:
+            return
+        if not split:
+            job._exchange(dst)
+            return
+        moved = job.ex.move(job._moves(dst, self.rp.halo_transfers(False)), after=after,
+                            overlap=True)
+        for r, a, b in interiors:
+            self._pass(r, cur, dst, kk, a, b)
+        for r in self.rp.active:
+            waits = moved.received.get(r, []) + moved.sent.get(r, [])
+            if waits:
+                cl.enqueue_barrier(job.group.runtimes[r].queue, wait_for=waits)
+        job.exchange_events += [e for evs in moved.received.values() for e in evs]
+        job.exchange_events += [e for evs in moved.sent.values() for e in evs]
+
+    def _pass(self, rank: int, cur: Parts, dst: Parts, kk: int, a: int, b: int):
+        """A pass of kk steps on device ``rank`` outputting rows [a, b) (matrix rows)."""
+        job = self.job
+        rt = job.group.runtimes[rank]
+        if rt is None:                        # a device of another process (MPI)
+            return None
+        part = cur.parts[rank]
+        ra, rb = self.region(rank)
+        point = dict(self.points[rank], t=kk)
+        window = (a - ra, b - ra, (ra - part.first) * job.cols)
+        ev = self.tplan.launch_pass(rt, point, dst.parts[rank].buffer, part.buffer, rb - ra,
+                                    job.cols, self.extra_args[rank], window=window)
+        geo = self.tplan.geometry(point, b - a, job.cols)
+        job.launches.setdefault(rank, []).append(_rt.Launch(
+            "stencil", point, geo.global_size, geo.local_size, [ev], source="temporal"))
+        return ev

@@ -1,0 +1,159 @@
+"""Containers under MPI: construction is collective (every rank builds the same containers in
+the same order, as it calls the same skeletons), so that every rank's copy of a container is in
+the same state and a read that needs the others (``to_numpy()``) finds them in it too.
+
+- ``sk.Matrix(a)`` on every rank: each keeps its copy; a skeleton uploads each rank's rows.
+- ``sk.Matrix(a)`` on one rank, ``sk.Matrix(None, shape=, dtype=)`` on the others: the first
+  rank with data sends every rank its rows (its part of the distribution asked for, block by
+  default); no rank keeps the whole afterwards.
+- ``sk.Matrix.from_local(rows)``: each rank's rows, in rank order; rebalanced to the block
+  distribution on the device side when the counts are not the block split.
+
+Shapes and dtypes are compared first: ranks that disagree get the same ShapeError.
+Containers built inside a skeleton call (its own scratch values) stay local.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from .. import runtime as _rt
+from ..containers.distributions import BLOCK, Distribution, as_distribution
+from ..distribution.exchange import Piece
+from ..distribution.parts import allocate, layout, redistribute
+from ..dtypes import check_dtype, storage_dtype
+from ..errors import ShapeError
+
+__all__ = ["Collective"]
+
+
+class Collective:
+    """Installed as ``Container.collective`` while an MPI group exists."""
+
+    def __init__(self, group):
+        self.groups = [group]
+
+    def add(self, group) -> Collective:
+        self.groups.append(group)
+        return self
+
+    def _group(self):
+        """The MPI group in use, outside any skeleton call; else None."""
+        group = _rt.current().group
+        if group in self.groups and group.exchange.depth == 0:
+            return group
+        return None
+
+    def active(self) -> bool:
+        return self._group() is not None
+
+    # -- construction ---------------------------------------------------------------------------
+    def init(self, cls, data, dtype, shape, distribution):
+        """The container ``cls(data, dtype, shape=, distribution=)`` built collectively, or
+        None where the ordinary path builds it (no MPI group in use, a copy of a container)."""
+        from ..containers import Container, IndexSpace
+        group = self._group()
+        if group is None or isinstance(data, (Container, IndexSpace)):
+            return None
+        ex = group.exchange
+        name = cls.__name__
+        with ex.call():
+            local = None
+            if data is not None:
+                local = cls(data, dtype, distribution=distribution)
+                sig = (True, local.shape, local.dtype.str)
+            else:
+                shp = None if shape is None else tuple(int(s) for s in shape)
+                dt = None if dtype is None else check_dtype(dtype, name).str
+                sig = (False, shp, dt)
+            sigs = ex.allgather_objects(sig)
+            have = [r for r, s in enumerate(sigs) if s[0]]
+            if not have:                       # nobody has data: zeros of the agreed shape
+                if len(set(sigs)) > 1:
+                    raise ShapeError(f"{name}: the ranks disagree on shape and dtype: "
+                                     + _listing(sigs))
+                return cls(None, dtype, shape=shape, distribution=distribution)
+            root = have[0]
+            _, ref_shape, ref_dt = sigs[root]
+            if any((s[0] and s[1:] != (ref_shape, ref_dt))
+                   or (not s[0] and s[1] not in (None, ref_shape))
+                   or (not s[0] and s[2] not in (None, ref_dt)) for s in sigs):
+                raise ShapeError(f"{name}: the ranks disagree on the data: " + _listing(sigs))
+            if len(have) == group.size:
+                return local
+            dt = np.dtype(ref_dt)
+            dist = as_distribution(distribution) or BLOCK
+            parts = allocate(group, dist, ref_shape, dt)
+            rb = parts.row_bytes
+            pieces = []
+            for p in parts.parts:
+                lo, hi = max(p.first, 0), min(p.hi + p.south, parts.rows)
+                if hi > lo:
+                    pieces.append(Piece(parts.span(p, lo), lo * rb, (hi - lo) * rb))
+            host = None
+            if ex.rank == root:
+                host = np.ascontiguousarray(local.to_numpy()).view(storage_dtype(dt))
+            ex.scatter(host, pieces, root)
+            return cls.from_parts(parts)
+
+    def from_local(self, cls, part, dtype, distribution):
+        """Every rank's rows, in rank order, as one container (see the module docstring)."""
+        group = self._group()
+        ex = group.exchange
+        name = cls.__name__
+        with ex.call():
+            arr = np.ascontiguousarray(part.to_numpy() if hasattr(part, "to_numpy") else
+                                       np.asarray(part, dtype=dtype))
+            if dtype is not None:
+                arr = arr.astype(check_dtype(dtype, name), copy=False)
+            if arr.ndim != cls.ndim:
+                raise ShapeError(f"{name}.from_local needs {cls.ndim}-D rows, got shape "
+                                 f"{arr.shape} on rank {ex.rank}")
+            check_dtype(arr.dtype, name)
+            sigs = ex.allgather_objects((arr.shape, arr.dtype.str))
+            if len({(s[1:], d) for s, d in sigs}) > 1:
+                raise ShapeError(f"{name}.from_local: the ranks' rows differ in columns or "
+                                 "dtype: " + ", ".join(f"rank {r}: {s} ({d})"
+                                                       for r, (s, d) in enumerate(sigs)))
+            counts = [s[0] for s, _ in sigs]
+            starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+            shape = (starts[-1], *arr.shape[1:])
+            dt = arr.dtype
+            ranges = [(starts[r], starts[r + 1], 0, 0) for r in range(group.size)]
+            parts = allocate(group, Distribution("local"), shape, dt, ranges)
+            mine = parts.parts[ex.rank]
+            if mine.rows:
+                cl.enqueue_copy(mine.rt.queue, mine.buffer, arr.view(storage_dtype(dt)),
+                                is_blocking=True)
+            want = as_distribution(distribution) or BLOCK
+            if ranges == layout(want, shape[0], group.size):
+                parts.dist = want
+            else:
+                parts = redistribute(parts, want)
+            return cls.from_parts(parts)
+
+    # -- reading --------------------------------------------------------------------------------
+    def local_numpy(self, c) -> np.ndarray:
+        """This rank's owned rows of ``c`` (its block when the host holds the data)."""
+        group = self._group()
+        me = group.rank
+        s = c.storage
+        parts = s.parts
+        if parts is not None and parts.group is group:
+            p = parts.parts[me]
+            out = np.empty((p.rows, *c.shape[1:]), c.dtype)
+            if out.size:
+                cl.enqueue_copy(p.rt.queue, out.view(storage_dtype(c.dtype)), p.buffer,
+                                src_offset=p.offset(p.lo, parts.row_bytes), is_blocking=True)
+        else:
+            lo, hi = (s.distribution or BLOCK).ranges(c.shape[0], group.size)[me]
+            out = np.array(s.sync_host()[lo:hi])
+        out.flags.writeable = False
+        return out
+
+
+def _listing(sigs) -> str:
+    return ", ".join(f"rank {r}: " + (f"shape {s[1]} {s[2]}" if s[0] else
+                                      f"None (shape={s[1]}, dtype={s[2]})")
+                     for r, s in enumerate(sigs))

@@ -1,0 +1,384 @@
+"""The exchange interface (:mod:`skelpy.distribution.exchange`) over MPI: each process drives
+one rank, and every method is called by every process with the same arguments (collective).
+
+Rows between ranks go device -> pinned host buffer (``CL_MEM_ALLOC_HOST_PTR``, mapped once) ->
+MPI -> pinned host buffer -> device: no other copy (MPI reads and writes the pinned memory;
+CUDA-aware MPI cannot see OpenCL buffers). A move with ``overlap`` returns at once: the
+downloads wait on the device for the kernels that compute the rows, a progress thread sends
+them when they are down and waits for the receives, and the uploads wait on an OpenCL user
+event that the thread completes, so the interior kernels enqueued after the move run while
+the rows travel. Small collectives gather the per-rank values (``Allgather``) and fold or scan
+them on a device in rank order with the skeleton's own muscle (deterministic; a fold runs on
+rank 0 and its bytes are broadcast, so every rank gets the same value).
+
+Failures: a skeleton call on the group is a :meth:`call`; an exception inside it on one rank
+is announced in the status collective that starts every exchange operation (and ends every
+call), so every rank raises it, with the same class and message, instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import builtins
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import numpy as np
+import pyopencl as cl
+
+from .. import errors
+from ..distribution.exchange import Exchange, Moved, Span
+
+__all__ = ["MPIExchange"]
+
+CHUNK = 1 << 30                  # bytes per MPI message (MPI counts are C ints)
+TAGS = 32768                     # MPI promises tags below 32768
+
+
+class _Pinned:
+    """A pinned host buffer, mapped once; ``busy``: events of the copies and messages that
+    still use it."""
+
+    __slots__ = ("buffer", "host", "busy")
+
+    def __init__(self, context, queue, nbytes: int):
+        mf = cl.mem_flags
+        self.buffer = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
+        self.host, _ev = cl.enqueue_map_buffer(queue, self.buffer,
+                                               cl.map_flags.READ | cl.map_flags.WRITE, 0,
+                                               (nbytes,), np.uint8)
+        self.busy: list = []
+
+    def idle(self) -> bool:
+        done = cl.command_execution_status.COMPLETE
+        self.busy = [e for e in self.busy if e.command_execution_status != done]
+        return not self.busy
+
+
+def _chunks(view: np.ndarray):
+    for at in range(0, view.nbytes, CHUNK):
+        yield view[at:at + CHUNK]
+
+
+class MPIExchange(Exchange):
+    """One rank per process over ``comm``; see the module docstring."""
+
+    MAX_IDLE_BYTES = 256 << 20
+
+    def __init__(self, group, comm):
+        from mpi4py import MPI
+        self.MPI = MPI
+        self.group = group
+        self.comm = comm.Dup()            # collectives (the user's traffic stays apart)
+        self.p2p = comm.Dup()             # point-to-point, also from the progress thread
+        self.size, self.rank = comm.size, comm.rank
+        self.local = (self.rank,)
+        self.runtimes = tuple(group.runtimes)
+        self.rt = group.runtimes[self.rank]
+        prof = cl.command_queue_properties.PROFILING_ENABLE
+        self.copy_queue = cl.CommandQueue(self.rt.context, self.rt.device.cl_device,
+                                          properties=prof)
+        self._pool: list[_Pinned] = []
+        self._pending: list[tuple[list, tuple]] = []
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skelpy-mpi")
+        self._jobs: list = []
+        self._worker_error: BaseException | None = None
+        self.depth = 0                    # nesting of call(): containers built inside are local
+        self.stats = {"moves": 0, "bytes": 0, "messages": 0}
+
+    # -- failures ------------------------------------------------------------------------------
+    def check(self, failure: BaseException | None = None) -> None:
+        """Collective: every rank says whether it failed; if any did, every rank but the
+        first that failed raises that rank's exception (the first returns, to raise its own)."""
+        if failure is None and self._worker_error is not None:
+            failure, self._worker_error = self._worker_error, None
+        flags = np.zeros(self.size, np.int8)
+        self.comm.Allgather(np.array([failure is not None], np.int8), flags)
+        if not flags.any():
+            return
+        first = int(np.flatnonzero(flags)[0])
+        info = self.comm.bcast(_describe(failure) if self.rank == first else None, root=first)
+        if self.rank != first:
+            raise _rebuild(info)
+
+    @contextmanager
+    def call(self):
+        self.depth += 1
+        try:
+            yield
+        except Exception as exc:
+            if not getattr(exc, "_skelpy_shared", False):
+                exc._skelpy_shared = True
+                self.check(exc)
+            raise
+        else:
+            if self.depth == 1:
+                self.check()
+        finally:
+            self.depth -= 1
+
+    def agree(self, value):
+        self.check()
+        return self.comm.bcast(value, root=0)
+
+    def allgather_objects(self, value) -> list:
+        """Every rank's (small, picklable) ``value``, in rank order, on every rank."""
+        self.check()
+        return self.comm.allgather(value)
+
+    # -- pinned staging ------------------------------------------------------------------------
+    def _pinned(self, nbytes: int) -> _Pinned:
+        best = None
+        for p in self._pool:
+            if p.host.nbytes >= nbytes and p.idle() and (best is None
+                                                        or p.host.nbytes < best.host.nbytes):
+                best = p
+        if best is None:
+            size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
+            best = _Pinned(self.rt.context, self.copy_queue, size)
+            self._pool.append(best)
+            idle = [p for p in self._pool if not p.busy and p is not best]
+            total = sum(p.host.nbytes for p in idle)
+            for p in sorted(idle, key=lambda p: p.host.nbytes):
+                if total <= self.MAX_IDLE_BYTES:
+                    break
+                self._pool.remove(p)
+                total -= p.host.nbytes
+        return best
+
+    def _keep(self, events: list, *objects) -> None:
+        done = cl.command_execution_status.COMPLETE
+        self._pending = [(evs, objs) for evs, objs in self._pending
+                         if any(e.command_execution_status != done for e in evs)]
+        self._pending.append((events, objects))
+
+    # -- moves -------------------------------------------------------------------------------
+    def move(self, moves, *, after=None, overlap=False):
+        # every process has the same list: one with no message (ghost-row refreshes, copies
+        # within each rank) is no collective, and nobody waits for the others
+        if any(m.nbytes and m.src.rank != m.dst.rank for m in moves):
+            self.check()
+        me, rt = self.rank, self.rt
+        wait = (after or {}).get(me) or None
+        moved = Moved({}, {})
+        sends, recvs = [], []
+        for i, m in enumerate(moves):
+            if not m.nbytes:
+                continue
+            if m.src.rank == me and m.dst.rank == me:
+                ev = cl.enqueue_copy(rt.queue, m.dst.buffer, m.src.buffer, byte_count=m.nbytes,
+                                     src_offset=m.src.offset, dst_offset=m.dst.offset,
+                                     wait_for=wait)
+                moved.received.setdefault(me, []).append(ev)
+            elif m.src.rank == me:
+                sends.append((i, m))
+            elif m.dst.rank == me:
+                recvs.append((i, m))
+        if not sends and not recvs:
+            return moved
+        MPI = self.MPI
+        staging = self._pinned(sum(m.nbytes for _, m in sends + recvs))
+        queue = self.copy_queue if overlap else rt.queue
+        at, downloads, outgoing = 0, [], []
+        for i, m in sends:                  # device -> pinned, after the rows are computed
+            view = staging.host[at:at + m.nbytes]
+            at += m.nbytes
+            downloads.append(cl.enqueue_copy(queue, view, m.src.buffer, src_offset=m.src.offset,
+                                             is_blocking=False, wait_for=wait))
+            outgoing.append((view, m.dst.rank, i % TAGS))
+        arrived = cl.UserEvent(rt.context)
+        done = cl.UserEvent(rt.context)
+        requests, uploads, views = [], [], []
+        for i, m in recvs:                  # MPI -> pinned -> device once it has arrived
+            view = staging.host[at:at + m.nbytes]
+            at += m.nbytes
+            views.append(view)
+            requests += [self.p2p.Irecv([c, MPI.BYTE], source=m.src.rank, tag=i % TAGS)
+                         for c in _chunks(view)]
+            uploads.append(cl.enqueue_copy(queue, m.dst.buffer, view, dst_offset=m.dst.offset,
+                                           is_blocking=False, wait_for=[arrived]))
+        if downloads:
+            moved.sent[me] = list(downloads)
+        if uploads:
+            moved.received.setdefault(me, []).extend(uploads)
+        rt.queue.flush()
+        queue.flush()
+        job = (downloads, outgoing, requests, arrived, done)
+        if overlap:
+            self._jobs = [f for f in self._jobs if not f.done()]
+            self._jobs.append(self._worker.submit(self._progress, *job))
+        else:
+            self._progress(*job)
+        staging.busy = [*downloads, *uploads, done]
+        self._keep(staging.busy, staging, views, [m.src.buffer for _, m in sends],
+                   [m.dst.buffer for _, m in recvs])
+        self.stats["moves"] += len(sends) + len(recvs)
+        self.stats["bytes"] += sum(m.nbytes for _, m in sends + recvs)
+        return moved
+
+    def _progress(self, downloads, outgoing, requests, arrived, done) -> None:
+        """Send the rows once they are down, wait for everything, release the uploads."""
+        MPI = self.MPI
+        try:
+            if downloads:
+                cl.wait_for_events(downloads)
+            sent = [self.p2p.Isend([c, MPI.BYTE], dest=dest, tag=tag)
+                    for view, dest, tag in outgoing for c in _chunks(view)]
+            MPI.Request.Waitall(requests + sent)
+            self.stats["messages"] += len(requests) + len(sent)
+        except BaseException as exc:  # noqa: BLE001 - reported at the next collective
+            self._worker_error = exc
+        finally:
+            arrived.set_status(cl.command_execution_status.COMPLETE)
+            done.set_status(cl.command_execution_status.COMPLETE)
+
+    # -- host ------------------------------------------------------------------------------------
+    def to_host(self, pieces, host):
+        self.check()
+        flat = host.reshape(-1).view(np.uint8)
+        mine = [p for p in pieces if p.nbytes and p.span.rank == self.rank]
+        events = []
+        for p in mine:
+            self.rt.stats.downloads += 1
+            self.rt.stats.download_bytes += p.nbytes
+            events.append(cl.enqueue_copy(self.rt.queue,
+                                          flat[p.host_offset:p.host_offset + p.nbytes],
+                                          p.span.buffer, src_offset=p.span.offset,
+                                          is_blocking=False))
+        if events:
+            cl.wait_for_events(events)
+        by_rank: dict[int, list] = {}
+        for p in pieces:
+            if p.nbytes:
+                by_rank.setdefault(p.span.rank, []).append(p)
+        one_each = all(len(v) == 1 for v in by_rank.values())
+        if one_each and all(p.host_offset + p.nbytes < 1 << 31 for p in pieces):
+            counts, displs = [0] * self.size, [0] * self.size
+            for r, (p,) in by_rank.items():
+                counts[r], displs[r] = p.nbytes, p.host_offset
+            self.comm.Allgatherv(self.MPI.IN_PLACE, [flat, counts, displs, self.MPI.BYTE])
+            return
+        for p in pieces:                     # large or several pieces: one broadcast each
+            if p.nbytes:
+                for c in _chunks(flat[p.host_offset:p.host_offset + p.nbytes]):
+                    self.comm.Bcast([c, self.MPI.BYTE], root=p.span.rank)
+
+    def from_host(self, host, pieces):
+        shapes = self.allgather_objects((tuple(host.shape), host.dtype.str))
+        if len(set(shapes)) > 1:
+            raise errors.ShapeError("the ranks passed different data for one container: "
+                                    + ", ".join(f"rank {r}: shape {s} ({d})"
+                                                for r, (s, d) in enumerate(shapes)))
+        flat = host.reshape(-1).view(np.uint8)
+        events = []
+        for p in pieces:
+            if p.nbytes and p.span.rank == self.rank:
+                self.rt.stats.uploads += 1
+                self.rt.stats.upload_bytes += p.nbytes
+                events.append(cl.enqueue_copy(self.rt.queue, p.span.buffer,
+                                              flat[p.host_offset:p.host_offset + p.nbytes],
+                                              dst_offset=p.span.offset, is_blocking=False))
+        if events:
+            cl.wait_for_events(events)
+
+    def scatter(self, host, pieces, root: int) -> None:
+        """Like :meth:`from_host`, but only rank ``root`` has ``host`` (None elsewhere): it
+        sends every other rank the bytes of that rank's pieces."""
+        self.check()
+        MPI, me = self.MPI, self.rank
+        requests, inbox = [], []
+        for i, p in enumerate(pieces):
+            if not p.nbytes:
+                continue
+            tag = i % TAGS
+            if me == root and p.span.rank != me:
+                flat = host.reshape(-1).view(np.uint8)
+                requests += [self.p2p.Isend([c, MPI.BYTE], dest=p.span.rank, tag=tag)
+                             for c in _chunks(flat[p.host_offset:p.host_offset + p.nbytes])]
+            elif me != root and p.span.rank == me:
+                buf = np.empty(p.nbytes, np.uint8)
+                inbox.append((p, buf))
+                requests += [self.p2p.Irecv([c, MPI.BYTE], source=root, tag=tag)
+                             for c in _chunks(buf)]
+        if me == root:
+            flat = host.reshape(-1).view(np.uint8)
+            inbox = [(p, flat[p.host_offset:p.host_offset + p.nbytes]) for p in pieces
+                     if p.nbytes and p.span.rank == me]
+        MPI.Request.Waitall(requests)
+        events = [cl.enqueue_copy(self.rt.queue, p.span.buffer, buf, dst_offset=p.span.offset,
+                                  is_blocking=False) for p, buf in inbox]
+        if events:
+            cl.wait_for_events(events)
+
+    # -- small collectives ---------------------------------------------------------------------
+    def _gather_values(self, values, nbytes: int) -> tuple[list[int], np.ndarray]:
+        """The ranks with a value (rank order) and their values, back to back, on the host."""
+        self.check()
+        mine = np.zeros(nbytes + 1, np.uint8)
+        span = values.get(self.rank)
+        if span is not None:
+            cl.enqueue_copy(self.rt.queue, mine[1:], span.buffer, src_offset=span.offset,
+                            is_blocking=True)
+            mine[0] = 1
+        every = np.empty((self.size, nbytes + 1), np.uint8)
+        self.comm.Allgather(mine, every)
+        ranks = [r for r in range(self.size) if every[r, 0]]
+        return ranks, np.ascontiguousarray(every[ranks, 1:]).reshape(-1)
+
+    def _on_device(self, data: np.ndarray):
+        buf = self.rt.allocate(max(data.nbytes, 1))
+        if data.nbytes:
+            cl.enqueue_copy(self.rt.queue, buf, data, is_blocking=True)
+        return buf
+
+    def allgather(self, values, nbytes, out):
+        _ranks, data = self._gather_values(values, nbytes)
+        dst = out.get(self.rank)
+        if dst is not None and data.nbytes:
+            cl.enqueue_copy(self.rt.queue, dst, data, is_blocking=True)
+
+    def allreduce(self, values, nbytes, fold):
+        ranks, data = self._gather_values(values, nbytes)
+        host = np.zeros(nbytes, np.uint8)
+        if self.rank == 0:                 # folded once, so that every rank gets one value
+            result = fold(self.rt, self._on_device(data), len(ranks))
+            self.rt.download(host, result)
+        self.check()
+        self.comm.Bcast([host, self.MPI.BYTE], root=0)
+        return host
+
+    def exscan(self, values, nbytes, scan):
+        ranks, data = self._gather_values(values, nbytes)
+        if self.rank not in ranks:
+            return {}
+        res = scan(self.rt, self._on_device(data), len(ranks))
+        return {self.rank: Span(self.rank, res, ranks.index(self.rank) * nbytes)}
+
+    def finish(self):
+        for f in self._jobs:
+            f.result()
+        self._jobs.clear()
+        self.rt.queue.finish()
+        self.copy_queue.finish()
+        self._pending.clear()
+
+
+def _describe(exc: BaseException) -> tuple:
+    """What another rank needs to raise ``exc`` again: class, message, simple attributes."""
+    attrs = {k: v for k, v in vars(exc).items()
+             if isinstance(v, (str, int, float, bool, type(None), dict, tuple, list))}
+    return type(exc).__module__, type(exc).__name__, str(exc), attrs
+
+
+def _rebuild(info: tuple) -> BaseException:
+    """The exception ``_describe`` described: the same skelpy (or builtin) class and message."""
+    module, name, message, attrs = info
+    cls = getattr(errors, name, None) if module == errors.__name__ else None
+    if cls is None and module == "builtins":
+        cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = errors.SkelpyError
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, message)
+    vars(exc).update(attrs)
+    exc._skelpy_shared = True
+    return exc
