@@ -1,32 +1,39 @@
-"""Temporal blocking (``Stencil(...)(m, iterations=N)`` in passes of t steps) against today's
-single-step path, in GCell-steps/s beside the copy bound.
+"""Temporal blocking (``Stencil(...)(m, iterations=N)`` in passes of t steps) against single
+steps, in GCell-steps/s beside the copy bound; and the issue's "no slow corners" figures.
 
     python -m benchmarks.bench_temporal [--quick] [--sizes 4096,8192,16384] [--iterations 100]
                                         [--cases heat,gauss3,life_i32,life_u8] [--grid staged|full]
+                                        [--borders 512,1024,2048,4096 | --borders none]
 
 Cases: heat (5-point, float32, nearest), Gaussian 3x3 (float32, reflect), Game of Life (int32
 and uint8, wrap). For each case and size it times, with OpenCL profiling events (minimum of
 repeats, all passes of one call summed):
 
-- ``single``: today's path, one launch per step at the parameters skelpy chooses
-  (``params={"t": 1}``);
+- ``single``: one launch per step at the parameters skelpy chooses (``params={"t": 1}``);
+  ``single %copy`` is the issue's "no slow corners" figure for a single step;
 - ``default``: what ``st(m, iterations=N)`` runs with no parameters (the temporal default on
   GPUs, single steps on CPUs);
-- the temporal path over a grid of passes: t (steps per pass), ``tb_wc`` (work-items per stream
-  along columns), ``tb_rows`` (rows per stream), ``tb_wr`` (streams per work-group), ``tb_cc``
-  (columns per work-item), ``tb_ring`` (registers or a local-memory ring) and ``tb_unroll``
-  (the row walk unrolled by the rotation period). ``--grid staged``
-  (the quick default) varies one parameter at a time from the best point so far (t, then the
-  tile width, rows, streams, columns per item, ring, unrolling, and t once more at the
-  best tile); ``--grid full`` measures the product.
+- the temporal path over passes: t (steps per pass), ``tb_vec`` (columns per work-item, one
+  vector), ``tb_wc`` (work-items per stream), ``tb_rows`` (rows per stream), ``tb_ring`` (own
+  columns in registers or all from the local ring), ``tb_wr`` (streams per work-group),
+  ``tb_pre`` (rows loaded ahead). ``--grid staged`` (the default) varies one parameter at a
+  time from the default point (t, vector width, tile width, rows, ring, streams, prefetch, t
+  again at the best tile); ``--grid full`` measures a product around it.
 
 Every temporal result is compared bit for bit with the single-step result (at every size for the
 best and default points, at the smallest size for all). The copy bound: a device-to-device copy
-of the same bytes measured in the same run; a single step moves 2 x itemsize bytes per cell
-(8 for float32), so ``copy-eq`` = copy bandwidth / (2 x itemsize) cell-steps/s, and ``%copy`` =
-throughput / copy-eq (above 100% only by carrying several steps on chip). ``--quick`` on a GPU:
-heat at 4096^2, 8192^2, 16384^2, the other cases at 8192^2, staged grids (about 3 minutes on an
-H200); on a CPU: 256^2 and 512^2 with 20 iterations. Results: a table on stdout and
+of the same bytes measured in the same run; a step moves 2 x itemsize bytes per cell (8 for
+float32), so ``copy-eq`` = copy bandwidth / (2 x itemsize) cell-steps/s and ``%copy`` =
+throughput / copy-eq (above 100% only by carrying several steps on chip).
+
+Border modes (``--borders``): heat float32, one default single-step call per mode and size
+(what a new user gets), each mode's time over ``nearest``'s (the issue: within 1.5x).
+
+Runs: on a GPU the full mode is heat at 4096^2, 8192^2, 16384^2 and the other cases at 8192^2
+and 16384^2, 100 iterations (about 6 minutes on an H200; the search stops at
+``--budget-seconds``, 330 by default); ``--quick`` heat at 4096^2 and 8192^2, the others at
+8192^2 (about 2 minutes). On a CPU (PoCL) ``--quick``: 256^2, 20 iterations, a short search
+(about 2 minutes on two cores). Results: tables on stdout and
 ``benchmarks/results/temporal-<device>.json``.
 """
 
@@ -80,15 +87,17 @@ CASES = {
                 np.uint8),
 }
 
-START = {"t": 4, "tb_wc": 128, "tb_wr": 1, "tb_rows": 256, "tb_cc": 1, "tb_ring": 0,
-         "tb_unroll": 1}
-STAGES = [("t", (2, 3, 4, 6, 8)), ("tb_wc", (64, 128, 256, 512)),
-          ("tb_rows", (64, 128, 256, 512)), ("tb_wr", (1, 2)), ("tb_cc", (1, 2)),
-          ("tb_ring", (0, 1)), ("tb_unroll", (0, 1)), ("t", (2, 3, 4, 6, 8))]
-FULL_GRID = {"t": (2, 4, 6, 8), "tb_wc": (128, 256), "tb_rows": (128, 256, 512),
-             "tb_wr": (1, 2), "tb_cc": (1, 2), "tb_ring": (0, 1), "tb_unroll": (0, 1)}
-CPU_STAGES = [("t", (2, 4, 8)), ("tb_wc", (16, 64)), ("tb_rows", (64, 256)), ("tb_ring", (0, 1)),
-              ("tb_unroll", (0, 1))]
+START = {"t": 4, "tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": 1, "tb_ring": 0,
+         "tb_unroll": 1, "tb_pre": 2}                 # where the default point is not temporal
+STAGES = [("t", (2, 3, 4, 6, 8)), ("tb_vec", (1, 2, 4, 8, 16)), ("tb_wc", (32, 64, 128, 256)),
+          ("tb_rows", (64, 128, 256, 512)), ("tb_ring", (0, 1)), ("tb_wr", (1, 2, 4)),
+          ("tb_pre", (1, 2, 4)), ("t", (2, 3, 4, 6, 8, 12))]
+QUICK_STAGES = [("t", (2, 4, 8)), ("tb_vec", (1, 2, 4, 8)), ("tb_wc", (64, 128, 256)),
+                ("tb_ring", (0, 1)), ("t", (2, 4, 6, 8))]
+FULL_GRID = {"t": (2, 4, 8), "tb_vec": (1, 2, 4), "tb_wc": (64, 128, 256),
+             "tb_rows": (128, 256), "tb_ring": (0, 1)}
+CPU_STAGES = [("t", (2, 3, 4)), ("tb_wc", (16, 64)), ("tb_ring", (0, 1))]
+BORDERS = ("nearest", "constant", "wrap", "reflect", "mirror")
 
 
 def sample(dtype, size, rng):
@@ -160,10 +169,34 @@ def staged(search: Search, start: dict, stages) -> None:
             cur = dict(b["params"])
 
 
-def full(search: Search, grid: dict) -> None:
+def full(search: Search, start: dict, grid: dict) -> None:
     names = list(grid)
     for values in itertools.product(*(grid[n] for n in names)):
-        search.measure(dict(zip(names, values)))
+        search.measure(dict(start, **dict(zip(names, values))))
+
+
+def borders(sizes, reps) -> list[dict]:
+    """Heat float32, one default single-step call per border mode: time over nearest's."""
+    rows = []
+    rng = np.random.default_rng(7)
+    for size in sizes:
+        m = sk.Matrix(rng.random((size, size), dtype=np.float32))
+        times = {}
+        for mode in BORDERS:
+            st = sk.Stencil(heat, shape=1, border=mode)
+            best = float("inf")
+            for _ in range(reps + 1):
+                st(m)
+                best = min(best, st.last_launch.kernel_time)
+            times[mode] = best
+        row = {"size": size, "nearest ms": 1e3 * times["nearest"]}
+        row.update({f"{mode}/nearest": times[mode] / times["nearest"] for mode in BORDERS[1:]})
+        row["worst/nearest"] = max(times[mode] / times["nearest"] for mode in BORDERS)
+        rows.append(row)
+        print(f"  borders {size}^2: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()
+                                                  if k != "size"), flush=True)
+        del m
+    return rows
 
 
 def main(argv=None) -> dict:
@@ -173,6 +206,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--sizes", default=None, help="comma-separated square sizes")
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--cases", default="heat,gauss3,life_i32,life_u8")
+    ap.add_argument("--borders", default=None,
+                    help="sizes of the border-mode comparison (none: skip it)")
     ap.add_argument("--grid", choices=("staged", "full"), default=None)
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--budget-seconds", type=float, default=None,
@@ -186,13 +221,20 @@ def main(argv=None) -> dict:
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
     elif gpu:
-        sizes = [4096, 8192, 16384]
+        sizes = [4096, 8192] if args.quick else [4096, 8192, 16384]
     else:
-        sizes = [256, 512] if args.quick else [512, 1024, 2048]
+        sizes = [256] if args.quick else [512, 1024]
+    if args.borders == "none":
+        border_sizes = []
+    elif args.borders:
+        border_sizes = [int(s) for s in args.borders.split(",")]
+    else:
+        border_sizes = ([512, 1024] if args.quick else [512, 1024, 2048, 4096]) \
+            if not args.sizes else []
     iterations = args.iterations or (100 if gpu else 20)
-    grid = args.grid or ("staged" if args.quick or not gpu else "full")
-    reps = args.reps or (2 if args.quick else 4)
-    budget = args.budget_seconds or (170.0 if args.quick else 1800.0)
+    grid = args.grid or "staged"
+    reps = args.reps or (2 if args.quick else 3)
+    budget = args.budget_seconds or (100.0 if args.quick else 330.0)
     t_start = time.perf_counter()
     names = args.cases.split(",")
     print(f"device: {dev.name} ({dev.kind}, {dev.platform}); {iterations} iterations; "
@@ -200,8 +242,9 @@ def main(argv=None) -> dict:
 
     rng = np.random.default_rng(2024)
     rows, details, copy_cache = [], [], {}
+    # heat at every size; the other cases from 8192^2 on a GPU (the issue's sizes)
     plan = [(c, s) for c in names for s in sizes
-            if not (gpu and args.quick and not args.sizes and c != "heat" and s != 8192)]
+            if not (gpu and not args.sizes and c != "heat" and s < 8192)]
     for k, (case, size) in enumerate(plan):
         make, dtype = CASES[case]
         st = make()
@@ -223,15 +266,19 @@ def main(argv=None) -> dict:
         share = (budget - (time.perf_counter() - t_start)) / (len(plan) - k)
         deadline = time.perf_counter() + max(share, 0.0)
         search = Search(st, m, iterations, reps, ref, deadline, check_all=(size == min(sizes)))
+        start = {k: v for k, v in p_def.items() if k in START} \
+            if p_def.get("t", 1) > 1 else dict(START, tb_wc=START["tb_wc"] if gpu else 64)
         if grid == "full":
-            full(search, FULL_GRID)
+            full(search, start, FULL_GRID)
         else:
-            staged(search, START if gpu else dict(START, tb_wc=64),
-                   STAGES if gpu else CPU_STAGES)
+            staged(search, start, (QUICK_STAGES if args.quick else STAGES) if gpu
+                   else CPU_STAGES)
         best = search.best()
-        row = {"case": case, "size": size, "single GCS/s": cells / t_single / 1e9,
+        row = {"case": case, "size": size, "copy-eq GCS/s": copy_eq / 1e9,
+               "single GCS/s": cells / t_single / 1e9,
                "single %copy": 100 * cells / t_single / copy_eq,
-               "default GCS/s": cells / t_def / 1e9, "default/single": t_single / t_def}
+               "default GCS/s": cells / t_def / 1e9,
+               "default %copy": 100 * cells / t_def / copy_eq, "default/single": t_single / t_def}
         rec = {"case": case, "size": size, "iterations": iterations, "dtype": str(np.dtype(dtype)),
                "copy_GBs": copy_bw / 1e9, "copy_eq_GCS": copy_eq / 1e9,
                "single": {"seconds": t_single, "params": p_single},
@@ -246,8 +293,9 @@ def main(argv=None) -> dict:
             tb = best["seconds"]
             row.update({"best GCS/s": cells / tb / 1e9, "best %copy": 100 * cells / tb / copy_eq,
                         "best/single": t_single / tb,
-                        "best point": "t{t} wc{tb_wc} r{tb_rows} wr{tb_wr} cc{tb_cc} "
-                                      "ring{tb_ring} u{tb_unroll}".format(**best["params"]),
+                        "best point": "t{t} v{tb_vec} wc{tb_wc} r{tb_rows} wr{tb_wr} "
+                                      "ring{tb_ring} u{tb_unroll} pre{tb_pre}".format(
+                                          **dict(START, **best["params"])),
                         "bitwise": bool(best["bitwise"] and def_ok
                                         and all(r.get("bitwise", True)
                                                 for r in search.seen.values()))})
@@ -259,14 +307,20 @@ def main(argv=None) -> dict:
               f"({row.get('best %copy', 0):.0f}%) {row.get('best point', '-')}, "
               f"{len(search.seen)} points, {time.perf_counter() - t_start:.0f} s", flush=True)
         del m
-    cols = ["case", "size", "single GCS/s", "single %copy", "default GCS/s", "default/single",
-            "best GCS/s", "best %copy", "best/single", "best point", "bitwise"]
+    cols = ["case", "size", "copy-eq GCS/s", "single GCS/s", "single %copy", "default GCS/s",
+            "default %copy", "default/single", "best GCS/s", "best %copy", "best/single",
+            "best point", "bitwise"]
     print_table(rows, cols, title=f"Temporal blocking on {dev.name}: {iterations} iterations, "
                 f"GCell-steps/s (kernel time, min of {reps}); %copy = of the copy-equivalent "
                 "rate (copy bandwidth / 2 x itemsize)")
+    border_rows = borders(border_sizes, reps) if border_sizes else []
+    if border_rows:
+        print_table(border_rows, list(border_rows[0]),
+                    title="Heat float32, one default step per border mode: time / nearest's "
+                          "(the issue: every mode within 1.5x)")
     data = {"iterations": iterations, "sizes": sizes, "grid": grid, "reps": reps,
             "device_kind": dev.kind, "platform": dev.platform, "rows": rows, "cases": details,
-            "seconds": time.perf_counter() - t_start}
+            "borders": border_rows, "seconds": time.perf_counter() - t_start}
     path = write_json("temporal", dev.name, data,
                       directory=None if args.out is None else Path(args.out))
     print(f"results: {path} ({data['seconds']:.0f} s)")

@@ -3,7 +3,9 @@ for every border mode, dtype, kind of extra argument, t = 1..8 and remainders, a
 sizes; close to scipy.ndimage's iterated correlation; clean under oclgrind.
 
 Small tiles (``tb_wc`` 8-16 work-items, ``tb_rows`` 3-8 rows) make matrices of a few dozen
-cells span several tiles and chunks, so overlaps, chunk prologues and both edges all occur."""
+cells span several tiles and chunks, so overlaps, chunk prologues and both edges all occur.
+The exhaustive sweeps (every t from 1 to 8, more shapes) run with SKELPY_HEAVY=1; by default a
+sample of them (each kernel variant is a PoCL build of a second or two)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ import skelpy as sk
 from skelpy.skeletons.stencil_temporal import NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
+HEAVY = os.environ.get("SKELPY_HEAVY") == "1"
+heavy = pytest.mark.skipif(not HEAVY, reason="exhaustive sweep: SKELPY_HEAVY=1")
 MODES = ["constant", "nearest", "wrap", "reflect", "mirror"]
 SHAPES = [(1, 1), (1, 23), (23, 1), (2, 2), (7, 5), (31, 37), (47, 19)]
 
@@ -70,32 +74,53 @@ def assert_bitwise(got, want, what):
 # -- bit for bit ---------------------------------------------------------------------------------
 
 
+SMALL_SHAPES = SHAPES[:5]            # at most 2 x the reach + 1 rows or columns
+TILE_A = {"tb_ring": 0, "tb_unroll": 1}
+TILE_B = {"tb_ring": 1, "tb_unroll": 0, "tb_vec": 2, "tb_wc": 8, "tb_wr": 2, "tb_rows": 3}
+
+
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("muscle", [heat, lopsided], ids=["heat", "lopsided"])
+@pytest.mark.parametrize("muscle", [lopsided, pytest.param(heat, marks=heavy)],
+                         ids=["lopsided", "heat"])
 def test_every_border_mode_equals_single_steps(mode, muscle, rng):
+    """Registers (tile A) and the ring with vectors and two streams (tile B), each on small
+    matrices (rules folding more than once) and on matrices of several tiles and chunks;
+    SKELPY_HEAVY=1 crosses them."""
     st = sk.Stencil(muscle, border=mode, cval=0.75)
     for shape in SHAPES:
         a = rng.random(shape).astype(np.float32)
         want = stepwise(st, a, 6)
-        for tile in ({"tb_ring": 0, "tb_unroll": 0},
-                     {"tb_ring": 1, "tb_unroll": 1, "tb_cc": 2, "tb_wc": 8, "tb_wr": 2,
-                      "tb_rows": 3}):
+        tiles = (TILE_A, TILE_B) if HEAVY else (TILE_A if shape in SMALL_SHAPES else TILE_B,)
+        for tile in tiles:
             assert_bitwise(temporal(st, a, 6, 3, **tile), want, (mode, shape, tile))
 
 
-def test_t_from_1_to_8_with_remainders(rng):
+def test_t_with_remainders(rng):
     st = sk.Stencil(heat, border="mirror")
     a = rng.random((29, 41)).astype(np.float32)
-    for iterations in (11, 16):
-        want = stepwise(st, a, iterations)
-        for t in range(1, 9):
-            assert_bitwise(temporal(st, a, iterations, t), want, (iterations, t))
+    want = stepwise(st, a, 11)
+    for t in (4, 8):                        # 4 + 4 + 3 and 8 + 3
+        assert_bitwise(temporal(st, a, 11, t), want, (11, t))
     # a pass of more steps than asked for runs just the steps asked for
     assert_bitwise(temporal(st, a, 3, 8), stepwise(st, a, 3), "t > iterations")
     np.testing.assert_array_equal(temporal(st, a, 0, 4), a)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.uint8])
+@heavy
+@pytest.mark.parametrize("mode", MODES)
+def test_t_from_1_to_8_every_mode(mode, rng):
+    st = sk.Stencil(lopsided, border=mode, cval=0.5)
+    for shape in SHAPES:
+        a = rng.random(shape).astype(np.float32)
+        for iterations in (11, 16):
+            want = stepwise(st, a, iterations)
+            for t in range(1, 9):
+                for tile in ({"tb_ring": 0, "tb_unroll": 1}, {"tb_ring": 1, "tb_vec": 4}):
+                    assert_bitwise(temporal(st, a, iterations, t, **tile), want,
+                                   (shape, iterations, t, tile))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.uint8, np.int8])
 def test_dtypes(dtype, rng, has_fp64):
     if dtype == np.float64 and not has_fp64:
         pytest.skip("no fp64")
@@ -106,9 +131,10 @@ def test_dtypes(dtype, rng, has_fp64):
         st = sk.Stencil(life, border="wrap", out_dtype=dtype)
         a = (rng.random((19, 33)) < 0.35).astype(dtype)
     want = stepwise(st, a, 9)
-    assert_bitwise(temporal(st, a, 9, 3), want, (dtype, "regs"))
-    assert_bitwise(temporal(st, a, 9, 3, tb_unroll=1), want, (dtype, "regs, unrolled"))
-    assert_bitwise(temporal(st, a, 9, 3, tb_ring=1), want, (dtype, "ring"))
+    wide = 16 // np.dtype(dtype).itemsize            # one 16-byte vector per work-item
+    assert_bitwise(temporal(st, a, 9, 3, tb_ring=0, tb_unroll=1), want, (dtype, "regs"))
+    assert_bitwise(temporal(st, a, 9, 3, tb_ring=1, tb_vec=wide, tb_wc=8), want,
+                   (dtype, "ring, wide vectors"))
 
 
 def test_game_of_life_matches_numpy(rng):
@@ -122,11 +148,12 @@ def test_game_of_life_matches_numpy(rng):
 
     st = sk.Stencil(life, border="wrap", out_dtype=np.uint8)
     a = (rng.random((40, 27)) < 0.4).astype(np.uint8)
-    got = temporal(st, a, 13, 4, tb_wc=32, tb_rows=16)
+    got = temporal(st, a, 13, 4, tb_wc=4, tb_rows=16, tb_vec=8)
     np.testing.assert_array_equal(got, numpy_life(a, 13))
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [m if m in ("constant", "mirror") else pytest.param(m, marks=heavy)
+                                  for m in MODES])
 def test_linear_stencil_matches_scipy(mode, rng, has_fp64):
     if not has_fp64:
         pytest.skip("no fp64")
@@ -137,7 +164,7 @@ def test_linear_stencil_matches_scipy(mode, rng, has_fp64):
                 + 0.1 * nb[0, 1] + 0.02 * nb[1, -1] + 0.1 * nb[1, 0] + 0.03 * nb[1, 1])
 
     st = sk.Stencil(blur, border=mode, cval=2.0)
-    for shape in [(1, 9), (9, 1), (3, 3), (26, 31)]:
+    for shape in [(1, 9), (9, 1), (3, 3), (26, 31)] if HEAVY else [(3, 3), (26, 31)]:
         a = rng.random(shape)
         want = a.copy()
         for _ in range(10):
@@ -164,7 +191,7 @@ def test_extra_arguments(rng):
         st = sk.Stencil(forced, border=mode, cval=0.5)
         for k in (0.25, np.float32(-0.5)):
             want = stepwise(st, a, 6, src, k, mask, weights)
-            for t in (2, 3):
+            for t in (2, 3) if HEAVY else (3,):
                 got = temporal(st, a, 6, t, src, k, mask, weights)
                 assert_bitwise(got, want, (mode, k, t))
 
@@ -178,17 +205,17 @@ def test_weak_scalar_keeps_the_dtype(rng):
 # -- hypothesis: shapes, tiles, chunks ---------------------------------------------------------
 
 
-@settings(max_examples=20, deadline=None,
+@settings(max_examples=40 if HEAVY else 4, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(rows=hs.integers(1, 40), cols=hs.integers(1, 40), iterations=hs.sampled_from([3, 6]),
        t=hs.just(3), wc=hs.sampled_from([8, 12, 16]),
        chunk=hs.integers(1, 12), wr=hs.sampled_from([1, 2]), ring=hs.sampled_from([0, 1]),
-       unroll=hs.sampled_from([0, 1]), mode=hs.sampled_from(MODES))
-def test_any_shape_tile_and_chunk(rows, cols, iterations, t, wc, chunk, wr, ring, unroll, mode):
+       vec=hs.sampled_from([1, 2, 4]), mode=hs.sampled_from(MODES))
+def test_any_shape_tile_and_chunk(rows, cols, iterations, t, wc, chunk, wr, ring, vec, mode):
     st = _lopsided_stencils[mode]
     a = np.random.default_rng(rows * 41 + cols).random((rows, cols)).astype(np.float32)
     got = temporal(st, a, iterations, t, tb_wc=wc, tb_rows=chunk, tb_wr=wr, tb_ring=ring,
-                   tb_unroll=unroll)
+                   tb_unroll=1 - ring, tb_vec=vec)
     assert_bitwise(got, stepwise(st, a, iterations), (rows, cols, iterations, t))
 
 
@@ -249,24 +276,27 @@ def test_a_cycle_of_stages_in_one_pass(mode, rng, rt):
     """The builder's multi-stage form (what fusing ``a >> b`` with iterations needs): stage s
     of a pass applies muscle s mod K, each with its own extras."""
     from skelpy.muscle import Muscle
-    from skelpy.skeletons.stencil_temporal import Extra, TemporalPlan
+    from skelpy.skeletons.stencil_stream import Extra, Stage, StreamPlan
 
     def scaled(nb, c):
         return nb[0, 0] + c * (nb[0, -1] + nb[0, 1] - 2 * nb[0, 0])
 
     a_st = sk.Stencil(lopsided, border=mode, cval=-1.0)
     b_st = sk.Stencil(scaled, border=mode, cval=-1.0)
-    plan = TemporalPlan([Muscle(lopsided), Muscle(scaled)], np.float32,
-                        [Extra("scalar", np.dtype(np.float32))], (2, 0, 1, 1), mode,
-                        lambda dt: "((float)(-1.0f))")
+    def cval(dt):
+        return "((float)(-1.0f))"
+
+    plan = StreamPlan([Stage(Muscle(lopsided), (2, 0, 1, 0), mode, cval),
+                       Stage(Muscle(scaled), (0, 0, 1, 1), mode, cval)], np.float32,
+                      [Extra("scalar", np.dtype(np.float32))])
     a = rng.random((21, 26)).astype(np.float32)
     m = sk.Matrix(a)
     for _ in range(5):
         m = b_st(a_st(m), np.float32(0.25))
     want = m.to_numpy()
     bufs = [sk.Matrix(np.empty_like(a)) for _ in range(2)]
-    point = {"t": 4, "tb_wc": 16, "tb_wr": 1, "tb_rows": 5, "tb_cc": 1, "tb_ring": 0,
-             "tb_unroll": 0}
+    point = {"t": 4, "tb_wc": 16, "tb_wr": 1, "tb_rows": 5, "tb_vec": 1, "tb_ring": 0,
+             "tb_unroll": 1, "tb_pre": 2}
     assert not plan.legal(dict(point, t=3), rt.device)       # a pass ends on a whole cycle
     _buf, k, events = plan.run(rt, point, sk.Matrix(a).device_buffer(rt), 21, 26, 10,
                                [np.float32(0.25)], [b.device_buffer(rt) for b in bufs])
@@ -307,9 +337,12 @@ SCRIPT = textwrap.dedent('''
             for _ in range(5):
                 m = st(m, 0.25)
             want = m.to_numpy()
-            for p in [{"t": 3, "tb_wc": 8, "tb_rows": 4, "tb_wr": 2},
-                      {"t": 3, "tb_wc": 8, "tb_rows": 5, "tb_unroll": 1},
-                      {"t": 2, "tb_wc": 4, "tb_rows": 3, "tb_cc": 2, "tb_ring": 1},
+            for p in [{"t": 3, "tb_wc": 8, "tb_rows": 4, "tb_wr": 2, "tb_ring": 0,
+                       "tb_unroll": 1, "tb_pre": 2},
+                      {"t": 3, "tb_wc": 4, "tb_rows": 5, "tb_vec": 4, "tb_ring": 0,
+                       "tb_unroll": 1},
+                      {"t": 2, "tb_wc": 4, "tb_rows": 3, "tb_vec": 2, "tb_ring": 1,
+                       "tb_unroll": 0, "tb_pre": 4},
                       {"t": 2, "tb_wc": 8, "tb_rows": 7, "tb_ring": 1, "tb_unroll": 1}]:
                 got = st(a, 0.25, iterations=5, params=p).to_numpy()
                 assert np.array_equal(got, want), (mode, shape, p)

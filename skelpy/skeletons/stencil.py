@@ -219,7 +219,7 @@ class Stencil(Skeleton):
             kinds = {ScalarArg: "scalar", MatrixExtra: "matrix", VectorExtra: "vector"}
             shape = bound.plan.shape
             try:
-                tplan = _temporal.TemporalPlan(
+                tplan = _temporal.plan(
                     self.muscle, src.dtype,
                     [_temporal.Extra(kinds[type(d)], d.dtype, getattr(d, "weak", False))
                      for d in bound.descs],

@@ -1,0 +1,534 @@
+"""Streaming passes of stencil stages: several stencil applications in one kernel.
+
+A single stencil step reads and writes every cell once, so it can at best reach the copy
+bandwidth. A pass of ``kernels/stencil_stream.cl`` runs T stages while the intermediate rows
+stay on the chip (registers and local memory), so global memory sees each cell once per pass
+(see the .cl file for the layout, after AN5D's register streaming). ``Stencil(...)(m,
+iterations=N)`` uses it in passes of t time steps (:mod:`.stencil_temporal`). The plan also
+takes a cycle of different stages (what a fused ``StencilSequence`` needs); no skeleton path
+fuses sequences through it yet.
+
+The results equal the stages run one by one, bit for bit: the same muscle called on the same
+values, each intermediate value rounded to the storage type as a store rounds it, and each
+stage's border rule applied to the level it reads.
+
+:class:`StreamPlan` is built from a cycle of :class:`Stage` s (muscle, reach, border, constant)
+over one dtype and one list of extra arguments, and holds the kernel source;
+:meth:`StreamPlan.tile_params` gives the tuner parameters of a pass, :meth:`StreamPlan.run`
+does a number of stage applications in passes, the last pass taking the remainder.
+
+Launch parameters: ``t`` (stages per pass), ``tb_wc`` (work-items per stream along columns),
+``tb_vec`` (columns per work-item, loaded and stored as one vector), ``tb_rows`` (rows per
+stream), ``tb_wr`` (streams per work-group), ``tb_ring`` (1: windows read from the local-memory
+ring; 0: a work-item's own columns kept in registers), ``tb_unroll`` (the row walk unrolled by
+the rings' period; needed by ``tb_ring=0``) and ``tb_pre`` (input rows loaded ahead).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+
+from .. import runtime as _rt
+from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
+from ..muscle import Accessor, Muscle, Scalar, TypedMuscle, global_array
+from ..tuner.space import Param
+from .kernel_source import SourceBuilder
+
+__all__ = ["Extra", "Geometry", "Stage", "StreamPlan", "Unsupported", "MODES", "TILE_NAMES"]
+
+MODES = {"constant": 0, "nearest": 1, "wrap": 2, "reflect": 3, "mirror": 4}
+REDIRECT = ("nearest", "reflect", "mirror")
+TILE_NAMES = ("tb_wc", "tb_wr", "tb_rows", "tb_vec", "tb_ring", "tb_unroll", "tb_pre")
+
+WC_VALUES = (16, 32, 64, 128, 256)
+WR_VALUES = (1, 2, 4)
+ROWS_VALUES = (32, 64, 128, 256, 512)
+VEC_VALUES = (1, 2, 4, 8, 16)
+PRE_VALUES = (1, 2, 4)
+MAX_VEC_BYTES = 16            # a work-item's vector: at most 16 bytes (one wide access)
+MAX_T = 16                    # stages per pass
+MAX_PERIOD = 24               # longest walk unrolled by the rings' period
+MAX_REGS = 160                # values a work-item may hold (estimate; beyond it, spills)
+LOCAL_RESERVE = 256           # bytes of local memory left for the implementation
+
+
+_WINDOW = ("-DSKP_ROW_WINDOW=1",)
+
+
+class Unsupported(Exception):
+    """These stages cannot run as a streaming pass (the caller runs them one by one)."""
+
+
+@dataclass(frozen=True)
+class Extra:
+    """An extra argument as the kernel sees it: ``"scalar"`` (``weak`` for Python numbers),
+    ``"matrix"`` (the input's shape, read around the cell) or ``"vector"`` (read by index)."""
+
+    kind: str
+    dtype: np.dtype
+    weak: bool = False
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stencil of a pass: its muscle, reach (north, south, east, west: the stencil's
+    shape), border mode, and ``cval_literal(dtype)``, the border constant as a C constant."""
+
+    muscle: Muscle
+    reach: tuple[int, int, int, int]
+    border: str
+    cval_literal: Callable[[np.dtype], str]
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One pass's launch: sizes, the local memory it needs and the tile it computes."""
+
+    global_size: tuple[int, int]
+    local_size: tuple[int, int]
+    local_bytes: int
+    wout: int                 # output columns per tile
+    chunk: int                # output rows per stream
+
+
+@dataclass(frozen=True)
+class _StageInfo:
+    """What the kernel needs of one stage: reach, rows held, overlap, rows of used cells."""
+
+    reach: tuple[int, int, int, int]
+    mode: str
+    hold: tuple[int, int]
+    overlap: tuple[int, int]
+    rowmasks: tuple[int, ...]
+    clamp: bool
+
+    @property
+    def ring(self) -> int:          # ring rows of the level this stage reads
+        return self.hold[0] + self.hold[1] + 2
+
+    @property
+    def held(self) -> int:          # rows the stage reaches back
+        return self.hold[0] + self.hold[1] + 1
+
+
+def _read_nb(north: int, south: int, east: int, west: int, clamp: bool) -> str:
+    """The read template of a window in private memory (clamped offsets when unknown)."""
+    if clamp:
+        dr = f"clamp((int)({{i0}}), -{north}, {south})"
+        dc = f"clamp((int)({{i1}}), -{west}, {east})"
+    else:
+        dr, dc = "((int)({i0}))", "((int)({i1}))"
+    return f"(({{ctype}}){{name}}[{dr} * {{name}}_p + {dc}])"
+
+
+def _bounds(tm, param: int):
+    table = getattr(tm, "access_bounds", None) or {}
+    try:
+        return table.get(param) if isinstance(table, Mapping) else table[param]
+    except (IndexError, KeyError, TypeError):
+        return None
+
+
+def _accesses(tm, param: int):
+    table = getattr(tm, "accesses", None) or {}
+    try:
+        return table.get(param) if isinstance(table, Mapping) else table[param]
+    except (IndexError, KeyError, TypeError):
+        return None
+
+
+def _lookup(values: Sequence, arg: str = "k") -> str:
+    """A C expression of ``arg`` giving ``values[arg]`` (a constant once ``arg`` is)."""
+    expr = str(values[0])
+    for k in range(len(values) - 1, 0, -1):
+        if values[k] != values[0]:
+            expr = f"({arg}) == {k} ? {values[k]} : {expr}"
+    return f"({expr})"
+
+
+def _cumulative(values: Sequence[int]) -> str:
+    """A C expression of ``l``: the sum of ``values[q % K]`` over the first ``l`` levels."""
+    k = len(values)
+    prefix = [sum(values[:q]) for q in range(k)]
+    return f"(((l) / {k}) * {sum(values)} + {_lookup(prefix, f'(l) % {k}')})"
+
+
+class StreamPlan:
+    """The streaming kernel of a cycle of stages over one dtype and one list of extras.
+
+    Stage s of a pass applies ``stages[s % K]``; each stage takes the first extras its muscle
+    has parameters for. ``polish(typed muscle)`` may give a muscle's source rewritten (e.g.
+    with unroll hints). Raises :class:`Unsupported` when the stages cannot stream: a muscle
+    changes the dtype, reaches further than ``max_reach``, a border mode is unknown, or wrap
+    is mixed with other modes."""
+
+    kernel_name = "skelpy_stencil_stream"
+
+    def __init__(self, stages: Sequence[Stage], dtype, extras: Sequence[Extra], *,
+                 big: bool = False, out_dtype=None,
+                 polish: Callable[[TypedMuscle], str] | None = None, max_reach: int = 8):
+        stages = list(stages)
+        if not stages:
+            raise Unsupported("no stages")
+        modes = [st.border for st in stages]
+        for m in modes:
+            if m not in MODES:
+                raise Unsupported(f"border mode {m!r}")
+        if "wrap" in modes and set(modes) != {"wrap"}:
+            raise Unsupported("wrap mixed with other border modes")
+        dtype = check_dtype(dtype)
+        self.dtype = dtype
+        self.extras = tuple(extras)
+        self.n_stages = len(stages)
+        self.itemsize = storage_dtype(dtype).itemsize
+
+        typed, infos, calls = [], [], []
+        cvals: dict[str, list[str]] = {}
+        self.scalar_dtypes: dict[int, np.dtype] = {}
+        for k, st in enumerate(stages):
+            north, south, east, west = (int(v) for v in st.reach)
+            if min(north, south, east, west) < 0:
+                raise Unsupported(f"reach {st.reach}")
+            if max(north, south, east, west) > max_reach:
+                raise Unsupported(f"reach {st.reach} beyond {max_reach}")
+            tm, around, takes, clamp = self._specialise(k, st, dtype, out_dtype)
+            typed.append(tm)
+            for p, dt in tm.scalar_dtypes.items():
+                if self.scalar_dtypes.setdefault(p, dt) != dt:
+                    raise Unsupported(f"the stages read extra {p} as different dtypes")
+            mr, wc = north + south + 1, west + east + 1
+            acc = None if clamp else _accesses(tm, 0)
+            cells = ([(i, j) for i in range(mr) for j in range(wc)] if acc is None else
+                     sorted({(int(a[0]) + north, int(a[1]) + west) for a in acc}))
+            masks = [0] * mr
+            for i, j in cells:
+                masks[i] |= 1 << j
+            if st.border in REDIRECT:     # symmetric: a redirected row or column is held
+                hold = (max(north, south),) * 2
+                overlap = (max(east, west),) * 2
+            else:
+                hold, overlap = (north, south), (west, east)
+            infos.append(_StageInfo((north, south, east, west), st.border, hold, overlap,
+                                    tuple(masks), clamp))
+            args = []
+            for q, e in enumerate(self.extras[:takes]):
+                name = f"e{q}"
+                if e.kind == "scalar":
+                    dt = self.scalar_dtypes.get(q + 1, e.dtype)
+                    args.append(f"(({c_type(dt)}){name})")
+                elif e.kind == "matrix":
+                    args.append(f"{name}, skp_gr, skp_gc, rows, cols" if q + 1 in around
+                                else f"{name} + skp_idx, cols")
+                    cvals.setdefault(storage_c_type(e.dtype), [])
+                else:
+                    args.append(f"{name}, {name}_n")
+            calls.append(f"{tm.c_name}(" + ", ".join(
+                [f"skp_win + {north} * SKP_TB_WP + {west} + skp_m", "SKP_TB_WP", *args]) + ")")
+        self.infos = tuple(infos)
+        self.typed = tuple(typed)
+        self.uses_fp64 = bool(any(tm.uses_fp64 for tm in typed) or dtype == np.float64 or any(
+            e.dtype == np.float64 for e in self.extras if e.kind != "scalar"))
+
+        decls = []
+        for q, e in enumerate(self.extras):
+            name = f"e{q}"
+            if e.kind == "scalar":
+                dt = self.scalar_dtypes.get(q + 1, e.dtype)
+                decls.append(f"const {storage_c_type(dt)} {name}")
+            else:
+                decls.append(f"__global const {storage_c_type(e.dtype)}* restrict {name}")
+                if e.kind == "vector":
+                    decls.append(f"const long {name}_n")
+        stype = storage_c_type(dtype)
+        cv_own = [st.cval_literal(dtype) if st.border == "constant" else f"(({stype})0)"
+                  for st in stages]
+        calls_expr = calls[0]
+        for k in range(len(calls) - 1, 0, -1):
+            calls_expr = f"(k) == {k} ? {calls[k]} : {calls_expr}"
+        rowmask = _lookup([_lookup([f"0x{b:x}UL" for b in info.rowmasks], "r")
+                           for info in infos])
+        rings = [info.ring for info in infos]
+        self.period = math.lcm(*rings)
+        header = [
+            f"#define SKP_ST {stype}",
+            f"#define SKP_IDX_T {'long' if big else 'int'}",
+            f"#define SKP_TB_K {len(stages)}",
+            f"#define SKP_TB_N(k) {_lookup([i.reach[0] for i in infos])}",
+            f"#define SKP_TB_S(k) {_lookup([i.reach[1] for i in infos])}",
+            f"#define SKP_TB_E(k) {_lookup([i.reach[2] for i in infos])}",
+            f"#define SKP_TB_W(k) {_lookup([i.reach[3] for i in infos])}",
+            f"#define SKP_TB_HN(k) {_lookup([i.hold[0] for i in infos])}",
+            f"#define SKP_TB_HS(k) {_lookup([i.hold[1] for i in infos])}",
+            f"#define SKP_TB_GW(k) {_lookup([i.overlap[0] for i in infos])}",
+            f"#define SKP_TB_GE(k) {_lookup([i.overlap[1] for i in infos])}",
+            f"#define SKP_TB_MODE(k) {_lookup([MODES[i.mode] for i in infos])}",
+            f"#define SKP_TB_CVAL(k) {_lookup(cv_own)}",
+            f"#define SKP_TB_ROWMASK(k, r) {rowmask}",
+            f"#define SKP_TB_CALL(k) ({calls_expr})",
+            "#define SKP_TB_EXTRA_DECL " + "".join(", " + x for x in decls),
+            f"#define SKP_TB_OFF(l) {_cumulative([i.hold[1] + 1 for i in infos])}",
+            f"#define SKP_TB_PBASE(l) {_cumulative(rings)}",
+            f"#define SKP_TB_HNSUM(l) {_cumulative([i.hold[0] for i in infos])}",
+            f"#define SKP_TB_GWSUM(l) {_cumulative([i.overlap[0] for i in infos])}",
+            f"#define SKP_TB_GESUM(l) {_cumulative([i.overlap[1] for i in infos])}",
+            f"#define SKP_TB_MRMAX {max(i.reach[0] + i.reach[1] + 1 for i in infos)}",
+            f"#define SKP_TB_WMAX {max(i.reach[3] for i in infos)}",
+            f"#define SKP_TB_EMAX {max(i.reach[2] for i in infos)}",
+            f"#define SKP_TB_PMAX {max(rings)}",
+            f"#define SKP_TB_PERIOD {self.period}",
+            f"#define SKP_TB_WRAPALL {int(set(modes) == {'wrap'})}",
+        ]
+        for k, st in enumerate(stages):       # each stage's constant as each extra's type
+            for st_name in cvals:
+                dt = next(e.dtype for e in self.extras if e.kind == "matrix"
+                          and storage_c_type(e.dtype) == st_name)
+                lit = st.cval_literal(dt) if st.border == "constant" else f"(({st_name})0)"
+                header.append(f"#define SKP_TB_CV{k}_{st_name} {lit}")
+        muscle_src = "\n".join(tm.source if polish is None else polish(tm) for tm in typed)
+        built = (SourceBuilder("stencil_stream")
+                 .header(header)
+                 .file("stencil_stream_common.cl")
+                 .part(muscle_src, muscles=typed)
+                 .file("stencil_stream.cl")
+                 .data(dtype, *(e.dtype for e in self.extras if e.kind != "scalar"))
+                 .build((self.kernel_name,)))
+        self.source, self.kernel_key = built.text, built.key
+        self.features = {k: float(v) for k, v in getattr(typed[0], "features", {}).items()}
+        north, south, east, west = infos[0].reach
+        self.features.update({
+            "north": float(north), "south": float(south), "east": float(east),
+            "west": float(west), "border": float(MODES[modes[0]]),
+            "n_extras": float(len(self.extras)), "in_dtype_size": float(self.itemsize),
+            "out_dtype_size": float(self.itemsize), "temporal": 1.0,
+            "stages": float(len(stages))})
+        # per runtime (weakly: a runtime that goes must not be mistaken for a new one at the
+        # same address, which an id() key would)
+        self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def _specialise(self, k: int, st: Stage, dtype, out_dtype):
+        """Stage k's muscle on a private window; extra matrices it reads off the cell are read
+        with the stage's border rule. Returns (typed muscle, extras read around the cell,
+        extras it takes, whether offsets are clamped)."""
+        mu = st.muscle
+        north, south, east, west = (int(v) for v in st.reach)
+        takes = max(mu.n_params - 1, 0)
+        if takes > len(self.extras):
+            raise Unsupported(f"the muscle takes {takes} extras, {len(self.extras)} given")
+        c_name = f"skp_tb_muscle{k}"
+
+        def kinds_for(clamp: bool, around: set) -> list:
+            kinds: list = [Accessor(dtype, 2, ("__private const {stype}* {name}",
+                                                "const int {name}_p"),
+                                    _read_nb(north, south, east, west, clamp),
+                                    kind="neighbourhood")]
+            for q, e in enumerate(self.extras[:takes]):
+                if e.kind == "scalar":
+                    kinds.append(Scalar(e.dtype, weak=e.weak))
+                elif e.kind == "matrix" and q + 1 in around:
+                    dr = f"clamp((int)({{i0}}), -{north}, {south})" if clamp else "({i0})"
+                    dc = f"clamp((int)({{i1}}), -{west}, {east})" if clamp else "({i1})"
+                    kinds.append(Accessor(
+                        e.dtype, 2,
+                        ("__global const {stype}* {name}", "const int {name}_r",
+                         "const int {name}_c", "const int {name}_rows", "const int {name}_cols"),
+                        f"(({{ctype}})SKP_TB_AROUND({MODES[st.border]}, {{name}}, {{name}}_r, "
+                        f"{{name}}_c, {{name}}_rows, {{name}}_cols, SKP_TB_CV{k}_{{stype}}, "
+                        f"{dr}, {dc}))", kind="neighbourhood"))
+                elif e.kind == "matrix":
+                    kinds.append(Accessor(e.dtype, 2, ("__global const {stype}* {name}",
+                                                       "const int {name}_p"),
+                                          _read_nb(0, 0, 0, 0, False), kind="neighbourhood"))
+                else:
+                    kinds.append(global_array(e.dtype, 1))
+            return kinds
+
+        tm = mu.specialise(kinds_for(False, set()), out_dtype=out_dtype, c_name=c_name)
+        matrices = [q + 1 for q, e in enumerate(self.extras[:takes]) if e.kind == "matrix"]
+        clamp = any(_bounds(tm, p) is None for p in [0] + matrices)
+        around = {p for p in matrices if _bounds(tm, p) != ((0, 0), (0, 0))}
+        if clamp or around:
+            tm = mu.specialise(kinds_for(clamp, around), out_dtype=out_dtype, c_name=c_name)
+        if tm.out_dtype != dtype:
+            raise Unsupported(f"the muscle turns {dtype} into {tm.out_dtype}")
+        return tm, around, takes, clamp
+
+    @property
+    def hold(self) -> tuple[int, int]:
+        """Rows a stage holds above and below (the most over the stages): a pass of t stages
+        reads at most t x these rows beyond the rows it outputs."""
+        return (max(i.hold[0] for i in self.infos), max(i.hold[1] for i in self.infos))
+
+    # -- a pass's shape ----------------------------------------------------------------------
+    def _stage(self, level: int) -> _StageInfo:
+        return self.infos[level % self.n_stages]
+
+    def small(self, rows: int, cols: int) -> bool:
+        """Whether a redirect rule may fold more than once on this matrix, or a window reach
+        both of its edges (then the kernel reads every window near an edge through the rule,
+        SKP_TB_SMALL)."""
+        redirect = any(i.mode in REDIRECT for i in self.infos)
+        reach = max(max(i.reach) for i in self.infos)
+        return redirect and min(rows, cols) <= 2 * reach + 1
+
+    def macros(self, point: Mapping, small: bool = False,
+               keep_loop: bool = False) -> tuple[str, ...]:
+        """The build options of a pass at ``point``; ``keep_loop``: PoCL's (see kernel)."""
+        return (f"-DSKP_TB_SMALL={int(small)}", f"-DSKP_TB_KEEP_LOOP={int(keep_loop)}",
+                f"-DSKP_TB_T={int(point['t'])}", f"-DSKP_TB_V={int(point['tb_vec'])}",
+                f"-DSKP_TB_WC={int(point['tb_wc'])}", f"-DSKP_TB_WR={int(point['tb_wr'])}",
+                f"-DSKP_TB_RING={int(point['tb_ring'])}",
+                f"-DSKP_TB_UNROLL={int(point['tb_unroll'])}",
+                f"-DSKP_TB_PRE={int(point['tb_pre'])}")
+
+    def overlaps(self, point: Mapping) -> tuple[int, int]:
+        """Columns left and right of a tile's output that its stages consume (whole vectors)."""
+        t, v = int(point["t"]), int(point["tb_vec"])
+        gw = sum(self._stage(level).overlap[0] for level in range(t))
+        ge = sum(self._stage(level).overlap[1] for level in range(t))
+        return -(-gw // v) * v, -(-ge // v) * v
+
+    def wout(self, point: Mapping) -> int:
+        ol, orr = self.overlaps(point)
+        return int(point["tb_wc"]) * int(point["tb_vec"]) - ol - orr
+
+    def local_bytes(self, point: Mapping) -> int:
+        """The rings: per level, its rows of every stream's columns plus padding."""
+        v = int(point["tb_vec"])
+        rows = sum(self._stage(level).ring for level in range(int(point["t"])))
+        pad = -(-max(i.reach[3] for i in self.infos) // v) * v \
+            + -(-max(i.reach[2] for i in self.infos) // v) * v
+        return rows * int(point["tb_wr"]) * (int(point["tb_wc"]) * v + pad) * self.itemsize
+
+    def registers(self, point: Mapping) -> int:
+        """Values a work-item holds (an estimate of its registers)."""
+        t, v = int(point["t"]), int(point["tb_vec"])
+        window = max((i.reach[0] + i.reach[1] + 1) * (i.reach[2] + i.reach[3] + v)
+                     for i in self.infos)
+        if int(point["tb_ring"]):
+            held = t * v
+        else:
+            held = sum(self._stage(level).held for level in range(t)) * v
+        return held + (int(point["tb_pre"]) + 2) * v + window
+
+    def geometry(self, point: Mapping, rows: int, cols: int) -> Geometry:
+        wc, wr = int(point["tb_wc"]), int(point["tb_wr"])
+        wout = self.wout(point)
+        chunk = max(1, min(int(point["tb_rows"]), rows))
+        tiles = -(-cols // wout)
+        streams = -(-rows // chunk)
+        groups_r = -(-streams // wr)
+        return Geometry((tiles * wc, groups_r * wr), (wc, wr), self.local_bytes(point),
+                        wout, chunk)
+
+    def legal(self, point: Mapping, dev) -> bool:
+        """Whether a pass at ``point`` (t > 0 stages) can run on ``dev``."""
+        t, wc, wr = int(point["t"]), int(point["tb_wc"]), int(point["tb_wr"])
+        v, ring, unroll = int(point["tb_vec"]), int(point["tb_ring"]), int(point["tb_unroll"])
+        if t < 1 or t > MAX_T or min(wc, wr, int(point["tb_rows"]), v,
+                                     int(point["tb_pre"])) < 1:
+            return False
+        if ring not in (0, 1) or unroll not in (0, 1) or (not ring and not unroll):
+            return False
+        if unroll and self.period > MAX_PERIOD:
+            return False
+        if t % self.n_stages:             # a pass starts and ends with a whole cycle of stages
+            return False
+        if v & (v - 1) or v * self.itemsize > MAX_VEC_BYTES:
+            return False
+        items = dev.max_work_item_sizes
+        if items and (wc > items[0] or (len(items) > 1 and wr > items[1])):
+            return False
+        if wc * wr > dev.max_work_group_size:
+            return False
+        # a tile must output at least a quarter of the columns it computes
+        if 4 * self.wout(point) < wc * v:
+            return False
+        if self.registers(point) > MAX_REGS:
+            return False
+        return self.local_bytes(point) <= dev.local_mem_size - LOCAL_RESERVE
+
+    def tile_params(self, rt: _rt.Runtime, t_values: Sequence[int]) -> list[Param]:
+        """The tuner's parameters of a pass on ``rt``'s device (``t`` among ``t_values``)."""
+        vecs = tuple(v for v in VEC_VALUES if v * self.itemsize <= MAX_VEC_BYTES)
+        return [
+            Param("t", tuple(t_values), doc="stages per pass"),
+            Param("tb_wc", WC_VALUES, doc="work-items per stream along columns"),
+            Param("tb_wr", WR_VALUES, doc="streams per work-group"),
+            Param("tb_rows", ROWS_VALUES, doc="rows per stream (stream division)"),
+            Param("tb_vec", vecs, doc="columns per work-item, read and written as a vector"),
+            Param("tb_ring", (0, 1), numeric=False,
+                  doc="1: windows from a local-memory ring, 0: own columns in registers"),
+            Param("tb_unroll", (0, 1), numeric=False,
+                  doc="1: the row walk unrolled by the rings' period"),
+            Param("tb_pre", PRE_VALUES, doc="input rows loaded ahead"),
+        ]
+
+    def gpu_default(self) -> dict:
+        """A GPU's first guess before the tuner knows better: 128 work-items per stream, each
+        owning one 32-bit word of columns (4 uint8, 2 int16, 1 float), 128 rows per stream,
+        two rows loaded ahead. One column per work-item keeps its own rows in registers;
+        narrow types, several columns each, read the ring (ptxas for sm_90 at t = 4: no
+        stack frame or spills, 50-70 registers for heat, Gaussian 3x3 and Game of Life)."""
+        v = max(1, 4 // self.itemsize)
+        return {"tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": v,
+                "tb_ring": int(v > 1), "tb_unroll": 1, "tb_pre": 2}
+
+    # -- running -----------------------------------------------------------------------------
+    def kernel(self, rt: _rt.Runtime, point: Mapping, small: bool = False,
+               extra: tuple[str, ...] = ()):
+        # PoCL miscompiles the unrolled walk (barriers in an unrolled loop; checked against
+        # oclgrind, which agrees with single steps)
+        opts = self.macros(point, small,
+                           "portable computing" in rt.device.platform.lower()) + extra
+        kernels = self._kernels.setdefault(rt, {})
+        k = kernels.get(opts)
+        if k is None:
+            prg = rt.build(self.source, opts)
+            k = kernels[opts] = rt.kernel(prg, self.kernel_name)
+        return k
+
+    def launch_pass(self, rt: _rt.Runtime, point: Mapping, dst, src, rows: int, cols: int,
+                    extra_args: Sequence, window: tuple[int, int, int] | None = None):
+        """One pass of ``point['t']`` stages, buffer src -> buffer dst; returns the event.
+        ``window`` (row_lo, row_hi, offset), on a device group: output rows [row_lo, row_hi)
+        of the ``rows`` rows that start ``offset`` elements into the buffers."""
+        if window is None:
+            geo = self.geometry(point, rows, cols)
+            extra, win = (), []
+        else:
+            lo, hi, offset = window
+            geo = self.geometry(point, hi - lo, cols)
+            extra, win = _WINDOW, [np.int32(lo), np.int32(hi), np.int64(offset)]
+        args = [dst, src, np.int32(rows), np.int32(cols), np.int32(geo.chunk),
+                np.int32(geo.wout), cl.LocalMemory(max(geo.local_bytes, 1)), *win,
+                *extra_args]
+        return rt.launch(self.kernel(rt, point, self.small(rows, cols), extra),
+                         geo.global_size, geo.local_size, args, params=dict(point),
+                         skeleton="stencil")
+
+    def run(self, rt: _rt.Runtime, point: Mapping, src, rows: int, cols: int,
+            applications: int, extra_args: Sequence, buffers: Sequence) -> tuple:
+        """``applications`` stage applications in passes of ``point['t']``, the last pass
+        taking the remainder, ping-ponging between the two ``buffers`` (``src`` is never
+        written). Returns (the buffer holding the result, its index in ``buffers``, events).
+        With K stages, ``applications`` and t are multiples of K."""
+        t = int(point["t"])
+        if applications % self.n_stages or t % self.n_stages:
+            raise ValueError(f"{self.n_stages} stages: {applications} applications and t={t} "
+                             "must be multiples of it")
+        events = []
+        cur, k = src, -1
+        left = applications
+        while left > 0:
+            steps = min(t, left)
+            k = (k + 1) % 2
+            events.append(self.launch_pass(rt, dict(point, t=steps), buffers[k], cur, rows,
+                                           cols, extra_args))
+            cur, left = buffers[k], left - steps
+        return cur, k, events
