@@ -446,6 +446,12 @@ class StreamPlan:
             return False
         if wc * wr > dev.max_work_group_size:
             return False
+        # On an H200 (NVIDIA OpenCL) heat float32 with tb_vec 2 and 4 (8- and 16-byte vectors
+        # per work-item) faulted (OUT_OF_RESOURCES, a kernel's invalid access) where the
+        # oclgrind and PoCL runs are clean; until that is understood a GPU work-item keeps to
+        # one 32-bit word (the default), which is what narrow dtypes need.
+        if dev.kind == "gpu" and v * self.itemsize > 4:
+            return False
         # a tile must output at least a quarter of the columns it computes
         if 4 * self.wout(point) < wc * v:
             return False
