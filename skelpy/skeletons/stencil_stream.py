@@ -446,11 +446,11 @@ class StreamPlan:
             return False
         if wc * wr > dev.max_work_group_size:
             return False
-        # On an H200 (NVIDIA OpenCL) heat float32 with tb_vec 2 and 4 (8- and 16-byte vectors
-        # per work-item) faulted (OUT_OF_RESOURCES, a kernel's invalid access) where the
-        # oclgrind and PoCL runs are clean; until that is understood a GPU work-item keeps to
-        # one 32-bit word (the default), which is what narrow dtypes need.
-        if dev.kind == "gpu" and v * self.itemsize > 4:
+        # On an H200 (NVIDIA OpenCL) every tb_vec > 1 tried faulted (heat float32 with 2 and 4,
+        # Game of Life uint8 with 4: OUT_OF_RESOURCES / error -9999, a kernel's invalid
+        # access) where the oclgrind and PoCL runs are clean; until that is understood a GPU
+        # work-item owns one column.
+        if dev.kind == "gpu" and v > 1:
             return False
         # a tile must output at least a quarter of the columns it computes
         if 4 * self.wout(point) < wc * v:
@@ -481,7 +481,7 @@ class StreamPlan:
         two rows loaded ahead. One column per work-item keeps its own rows in registers;
         narrow types, several columns each, read the ring (ptxas for sm_90 at t = 4: no
         stack frame or spills, 50-70 registers for heat, Gaussian 3x3 and Game of Life)."""
-        v = max(1, 4 // self.itemsize)
+        v = 1       # wider vectors faulted on an H200 (see legal)
         return {"tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": v,
                 "tb_ring": int(v > 1), "tb_unroll": 1, "tb_pre": 2}
 
