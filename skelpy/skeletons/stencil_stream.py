@@ -186,6 +186,7 @@ class StreamPlan:
         self.dtype = dtype
         self.extras = tuple(extras)
         self.n_stages = len(stages)
+        self.wraps = "wrap" in modes      # (a GPU does not stream these yet: stencil_temporal)
         self.itemsize = storage_dtype(dtype).itemsize
 
         typed, infos, calls = [], [], []
