@@ -50,12 +50,6 @@ class TemporalPlan(StreamPlan):
             return sp
         dev = rt.device
         gpu = dev.kind == "gpu"
-
-        def legal(p) -> bool:
-            if int(p["t"]) == 1:          # single steps: the tile parameters do not apply
-                return all(p[k] == v for k, v in _SINGLE.items())
-            return self.legal(p, dev)
-
         # On an H200 the passes of Game of Life (int32 and uint8, wrap) differed from single
         # steps (bench_temporal's bitwise check) while heat (float32, nearest) and a Gaussian
         # (float32, reflect) matched: until that is found, a GPU streams only float data with
@@ -63,6 +57,13 @@ class TemporalPlan(StreamPlan):
         trusted = np.dtype(self.dtype).kind == "f" and not self.wraps
         if gpu and not trusted:
             gpu = False
+        streams = gpu or dev.kind != "gpu"
+
+        def legal(p) -> bool:
+            if int(p["t"]) == 1:          # single steps: the tile parameters do not apply
+                return all(p[k] == v for k, v in _SINGLE.items())
+            return streams and self.legal(p, dev)
+
         default = dict(self.gpu_default(), t=4) if gpu else dict(_SINGLE)
         sp = ParamSpace(self.tile_params(rt, T_VALUES if gpu else (1,)), default, legal,
                         extra_values_ok=("t", "tb_wc", "tb_wr", "tb_rows"))
