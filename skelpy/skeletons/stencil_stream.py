@@ -449,9 +449,9 @@ class StreamPlan:
             return False
         # On an H200 (NVIDIA OpenCL) every tb_vec > 1 tried faulted (heat float32 with 2 and 4,
         # Game of Life uint8 with 4: OUT_OF_RESOURCES / error -9999, a kernel's invalid
-        # access) where the oclgrind and PoCL runs are clean; until that is understood a GPU
-        # work-item owns one column.
-        if dev.kind == "gpu" and v > 1:
+        # access) where the oclgrind and PoCL runs are clean; until that is understood a work-item
+        # on NVIDIA owns one column.
+        if v > 1 and "nvidia" in str(getattr(dev, "platform", "")).lower():
             return False
         # a tile must output at least a quarter of the columns it computes
         if 4 * self.wout(point) < wc * v:

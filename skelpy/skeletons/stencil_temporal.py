@@ -53,11 +53,12 @@ class TemporalPlan(StreamPlan):
         # On an H200 the passes of Game of Life (int32 and uint8, wrap) differed from single
         # steps (bench_temporal's bitwise check) while heat (float32, nearest) and a Gaussian
         # (float32, reflect) matched: until that is found, a GPU streams only float data with
-        # borders other than wrap, and runs single steps otherwise.
-        trusted = np.dtype(self.dtype).kind == "f" and not self.wraps
+        # borders other than wrap on NVIDIA, and runs single steps otherwise.
+        nvidia = "nvidia" in str(getattr(dev, "platform", "")).lower()
+        trusted = not nvidia or (np.dtype(self.dtype).kind == "f" and not self.wraps)
         if gpu and not trusted:
             gpu = False
-        streams = gpu or dev.kind != "gpu"
+        streams = trusted
 
         def legal(p) -> bool:
             if int(p["t"]) == 1:          # single steps: the tile parameters do not apply
