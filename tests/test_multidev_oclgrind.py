@@ -6,16 +6,10 @@ that device in one context (three ranks): the same kernels and exchanges as on t
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from oclgrind_support import STRICT_MARKERS, run_under_oclgrind
 
 SCRIPT = textwrap.dedent('''
     import numpy as np
@@ -70,29 +64,10 @@ SCRIPT = textwrap.dedent('''
     print("GROUP-OCLGRIND-OK", checked)
 ''')
 
-ERROR_MARKERS = ("Invalid read", "Invalid write", "data race", "Uninitialized", "FATAL",
-                 "out of bounds", "Oclgrind - ", "error", "Error")
 
 
 @pytest.mark.oclgrind
 @pytest.mark.slow
 def test_group_stencil_kernels_under_oclgrind(tmp_path):
-    oclgrind = shutil.which("oclgrind")
-    if oclgrind is None:
-        pytest.skip("oclgrind is not installed")
-    script = tmp_path / "group_oclgrind.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["SKELPY_CACHE_DIR"] = str(tmp_path / "cache")
-    env["SKELPY_TUNE"] = "off"
-    env["PYOPENCL_NO_CACHE"] = "1"   # oclgrind programs rebuilt from cached binaries lose kernels
-    env.pop("SKELPY_DEVICE", None)
-    env.pop("POCL_DEVICES", None)
-    proc = subprocess.run([oclgrind, "--data-races", sys.executable, str(script)],
-                          capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    assert "GROUP-OCLGRIND-OK" in proc.stdout, out[-4000:]
-    bad = [ln for ln in proc.stderr.splitlines() if any(m in ln for m in ERROR_MARKERS)]
-    assert not bad, "\n".join(bad[:40])
+    run_under_oclgrind(tmp_path, "group_oclgrind.py", SCRIPT, "GROUP-OCLGRIND-OK",
+                       markers=STRICT_MARKERS, drop_env=("POCL_DEVICES",))

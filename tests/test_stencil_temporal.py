@@ -10,8 +10,6 @@ sample of them (each kernel variant is a PoCL build of a second or two)."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 import scipy.ndimage as ndi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
+from oclgrind_support import STRICT_MARKERS, run_under_oclgrind
 
 import skelpy as sk
 from skelpy.skeletons.stencil_temporal import NAMES
@@ -350,31 +349,13 @@ SCRIPT = textwrap.dedent('''
     print("TEMPORAL-OCLGRIND-OK", checked)
 ''')
 
-ERROR_MARKERS = ("Invalid read", "Invalid write", "data race", "Uninitialized", "FATAL",
-                 "out of bounds", "Oclgrind - ", "error", "Error")
 
 
 @pytest.mark.oclgrind
 @pytest.mark.slow
 def test_temporal_kernel_under_oclgrind(tmp_path):
-    oclgrind = shutil.which("oclgrind")
-    if oclgrind is None:
-        pytest.skip("oclgrind is not installed")
-    script = tmp_path / "temporal_oclgrind.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["SKELPY_CACHE_DIR"] = str(tmp_path / "cache")
-    env["SKELPY_TUNE"] = "off"
-    env["PYOPENCL_NO_CACHE"] = "1"
-    env.pop("SKELPY_DEVICE", None)
-    proc = subprocess.run([oclgrind, "--data-races", sys.executable, str(script)],
-                          capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    assert "TEMPORAL-OCLGRIND-OK 80" in proc.stdout, out[-4000:]
-    bad = [ln for ln in proc.stderr.splitlines() if any(m in ln for m in ERROR_MARKERS)]
-    assert not bad, "\n".join(bad[:40])
+    run_under_oclgrind(tmp_path, "temporal_oclgrind.py", SCRIPT, "TEMPORAL-OCLGRIND-OK 80",
+                       markers=STRICT_MARKERS)
 
 
 # -- the benchmark runs here too -----------------------------------------------------------------
