@@ -6,7 +6,8 @@
 Cases: heat (5-point, float32) and a 3x3 Gaussian (float32). For each case, size, tuning mode
 (``off``: the skeleton's default launch point; ``model``: what the tuner's model picks, the
 default mode) and border mode (nearest, constant, wrap, reflect, mirror) it times one
-single-step call with OpenCL profiling events (minimum of repeats) and reports each mode's time
+single-step call with OpenCL profiling events (minimum of repeats; the modes interleaved
+round by round, so that a shared machine's load weighs on all alike) and reports each mode's time
 over ``nearest``'s at the same size and tuning mode (the issue's target: every ratio <= 1.5),
 plus the launch point each call ran. Every result is compared with ``scipy.ndimage`` (when
 importable) at the smallest size.
@@ -64,13 +65,20 @@ def scipy_reference(case: str, a: np.ndarray, mode: str) -> np.ndarray | None:
     return ndi.correlate(a.astype(np.float64), w, mode=mode, cval=0.0)
 
 
-def time_mode(case: str, mode: str, m: sk.Matrix, reps: int) -> tuple[float, dict, np.ndarray]:
-    st = sk.Stencil(CASES[case], shape=1, border=mode)
-    best, out = float("inf"), None
-    for _ in range(reps + 1):              # the first call builds (and decides)
-        out = st(m)
-        best = min(best, st.last_launch.kernel_time)
-    return best, dict(st.last_launch.params), out
+def time_modes(case: str, m: sk.Matrix, reps: int) -> tuple[dict, dict, dict]:
+    """Min device seconds of one call per border mode, the modes interleaved round by round
+    (a shared machine's load then weighs on every mode alike), the points they ran, results."""
+    stencils = {mode: sk.Stencil(CASES[case], shape=1, border=mode) for mode in BORDERS}
+    times, points, outs = {}, {}, {}
+    for mode, st in stencils.items():          # the first call builds (and decides)
+        outs[mode] = st(m)
+        times[mode] = st.last_launch.kernel_time
+    for _ in range(reps):
+        for mode, st in stencils.items():
+            st(m)
+            times[mode] = min(times[mode], st.last_launch.kernel_time)
+            points[mode] = dict(st.last_launch.params)
+    return times, points, outs
 
 
 def measure(cases, sizes, tunings, reps) -> list[dict]:
@@ -81,16 +89,14 @@ def measure(cases, sizes, tunings, reps) -> list[dict]:
         m = sk.Matrix(host)
         for case in cases:
             for tuning in tunings:
-                times, points = {}, {}
                 with sk.tuning(tuning):
+                    times, points, outs = time_modes(case, m, reps)
+                if size == sizes[0]:
                     for mode in BORDERS:
-                        secs, point, out = time_mode(case, mode, m, reps)
-                        times[mode], points[mode] = secs, point
-                        if size == sizes[0]:
-                            ref = scipy_reference(case, host, mode)
-                            if ref is not None and not np.allclose(out.to_numpy(), ref,
-                                                                   rtol=1e-5, atol=1e-5):
-                                raise SystemExit(f"{case} {mode} {size}^2 differs from scipy")
+                        ref = scipy_reference(case, host, mode)
+                        if ref is not None and not np.allclose(outs[mode].to_numpy(), ref,
+                                                               rtol=1e-5, atol=1e-5):
+                            raise SystemExit(f"{case} {mode} {size}^2 differs from scipy")
                 row = {"case": case, "size": size, "tuning": tuning,
                        "nearest ms": 1e3 * times["nearest"]}
                 row.update({f"{mode}/nearest": times[mode] / times["nearest"]

@@ -9,21 +9,19 @@
 #define SKP_MODE_REFLECT 3
 #define SKP_MODE_MIRROR 4
 
-/* One fold of a periodic mode: x reflected or shifted once across the nearer edge it is
- * beyond; exact for x at most one period outside (x in [-n, 2n), mirror (-n, 2n - 1)). */
-inline int skp_border_once(int x, const int n, const int mode)
+/* One fold of a periodic mode: x reflected or shifted once across the edge it is beyond; exact
+ * for x at most one period outside (x in [-n, 2n), mirror (-n, 2n - 1)).  One select chain on
+ * x: compact, so LLVM still splits a kernel's work-item loop into interior and edge copies (a
+ * larger edge side, mirror written as two folds, kept them together: PoCL then vectorized both
+ * under masks, with gathers, 4-14x slower), and mirror's `x < 0 ? -x : x` on its own would
+ * become llvm.abs, which oclgrind does not know. */
+inline int skp_border_once(const int x, const int n, const int mode)
 {
-    if (mode == SKP_MODE_WRAP) {                        /* abcd|abcd|abcd: period n */
-        x = x < 0 ? x + n : x;
-        return x >= n ? x - n : x;
-    }
-    if (mode == SKP_MODE_REFLECT) {                     /* dcba|abcd|dcba: period 2n */
-        x = x < 0 ? -x - 1 : x;
-        return x >= n ? 2 * n - 1 - x : x;
-    }
-    /* dcb|abcd|cba: period 2n - 2 (the same two steps, written so that the first is not
-     * `x < 0 ? -x : x`, which LLVM turns into llvm.abs, a call oclgrind does not know) */
-    return x < 0 ? (x <= -n ? 2 * n - 2 + x : -x) : (x >= n ? 2 * n - 2 - x : x);
+    if (mode == SKP_MODE_WRAP)                          /* abcd|abcd|abcd: period n */
+        return x < 0 ? x + n : x >= n ? x - n : x;
+    if (mode == SKP_MODE_REFLECT)                       /* dcba|abcd|dcba: period 2n */
+        return x < 0 ? -x - 1 : x >= n ? 2 * n - 1 - x : x;
+    return x < 0 ? -x : x >= n ? 2 * n - 2 - x : x;     /* dcb|abcd|cba: period 2n - 2 */
 }
 
 /* x mapped into [0, n) for x within `reach` of the matrix, x in [-reach, n - 1 + reach] (the
