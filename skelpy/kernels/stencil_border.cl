@@ -28,19 +28,20 @@ inline int skp_border_once(const int x, const int n, const int mode)
  * caller keeps x there: reads of computed cells are, and a local tile's halo beyond the matrix
  * is clamped first).  Constant: the nearest cell (callers replace the value).
  *
- * No division and no data-dependent branch: `reach` folds (a constant, so the loop unrolls
- * into compares and selects; one fold serves the common one-cell reach, and each fold brings x
- * at least one cell closer, so `reach` folds serve even a matrix smaller than the reach).  A
- * `%` anywhere in the kernel stops PoCL from vectorizing the work-item loop across work-items
- * (a division may trap, so it cannot run under a mask): with it, wrap, reflect and mirror ran
- * 8-15x slower than nearest on PoCL although only edge work-groups remap.  `static`: no
- * out-of-line copy, whose loop (reach unknown there) clang warns it cannot unroll.  (So did a clamp of
- * x into the reach here: LLVM's SLP vectorizer packed the row and column clamps into one
- * vector instruction, and PoCL's loop vectorizer gives up on loops holding vector types.) */
+ * Written for PoCL's vectorizer, which runs a work-group's work-items as the lanes of one loop
+ * and gives up on the whole loop (interior work-groups too) for any of:
+ * - a division (it may trap, so it cannot run under a mask): `reach` folds instead, a constant,
+ *   so the loop unrolls into compares and selects; one fold serves the common one-cell reach,
+ *   and each brings x at least one cell closer, so `reach` folds serve even a matrix smaller
+ *   than the reach.  With `%` here wrap, reflect and mirror ran 8-125x slower than nearest;
+ * - vector-typed instructions, which LLVM's SLP vectorizer makes of the row and column clamps
+ *   (clamp() is min/max): selects instead, nearest included;
+ * - a large edge side (see skp_border_once).
+ * `static`: no out-of-line copy, whose loop (reach unknown there) clang warns it cannot unroll. */
 static inline int skp_border_fold(int x, const int n, const int mode, const int reach)
 {
     if (mode == SKP_MODE_CONSTANT || mode == SKP_MODE_NEAREST)
-        return clamp(x, 0, n - 1);
+        return x < 0 ? 0 : x >= n ? n - 1 : x;
 #pragma unroll
     for (int i = 0; i < reach; ++i)
         x = skp_border_once(x, n, mode);
