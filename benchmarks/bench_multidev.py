@@ -22,7 +22,8 @@ Two numbers per call, the minimum over the repeats:
 
 ``speedup`` is the one-device time over the group's (kernel and wall); for stencils on a group,
 ``exchange_fraction`` is the device time of the halo copies (their events) over the summed
-device spans: the cost of the cut. The one-device run uses the group's first device alone
+device spans, and ``stall_fraction`` the time the devices' compute queues had no kernel
+running within their spans (see :func:`exchange_terms`): the cost of the cut. The one-device run uses the group's first device alone
 (``sk.use(device)``, not a group): today's path.
 """
 
@@ -168,8 +169,8 @@ def measure(skel, args, kwargs, reps: int) -> dict:
         if k < best_k:
             best_k = k
             xev = getattr(launch, "exchange_events", None)
-            if xev:
-                exch = sum(event_seconds(e) for e in xev) / max(sum(spans.values()), 1e-12)
+            if xev is not None:
+                exch = exchange_terms(launch.events, xev)
         best_w = min(best_w, wall)
         params = dict(launch.params)
         k_depth = getattr(launch, "k", None)
@@ -178,8 +179,27 @@ def measure(skel, args, kwargs, reps: int) -> dict:
     if k_depth is not None:
         row["k"] = k_depth
     if exch is not None:
-        row["exchange_fraction"] = exch
+        row.update(exch)
     return row
+
+
+def exchange_terms(events, exchange_events) -> dict:
+    """The cost of the cut in a stencil call on a group, as fractions of the devices' time
+    (spans summed over the devices, so a fraction is per step, on average):
+
+    - ``exchange_fraction``: device time of the halo copies (their events, on the copy
+      queues) over the compute queues' spans: what the exchange costs where it is not hidden;
+    - ``stall_fraction``: time a compute queue had no kernel running within its span (waiting
+      for halos, for the host to enqueue, or for launch gaps): 0 when the exchange is hidden
+      behind the interior and the host keeps up.
+    """
+    spans = _spans(events)
+    total = max(sum(spans.values()), 1e-12)
+    busy = sum(event_seconds(e) for e in events)
+    moved = sum(event_seconds(e) for e in exchange_events)
+    return {"exchange_fraction": moved / total,
+            "stall_fraction": min(max(1.0 - busy / total, 0.0), 1.0),
+            "exchanges": len(exchange_events)}
 
 
 def _group_of(spec) -> list:
@@ -248,7 +268,7 @@ def main(argv=None) -> dict:
             "timing": "kernel_s: longest per-device event span; wall_s: host clock to finish"}
     print_table([{k: v for k, v in r.items() if k not in ("params",)} for r in rows],
                 ["case", "size", "devices", "kernel_s", "wall_s", "speedup_kernel",
-                 "speedup_wall", "rate", "unit", "k", "exchange_fraction", "error"])
+                 "speedup_wall", "rate", "unit", "k", "exchange_fraction", "stall_fraction", "error"])
     path = write_json("multidev", group[0].name, data)
     print(f"written to {path}")
     return data

@@ -107,6 +107,7 @@ def load(results: Path) -> list[dict]:
         if isinstance(doc, dict) and str(doc.get("schema", "")).startswith(SCHEMA_PREFIX):
             doc["_file"] = path.name
             _attach_tuner_eval(doc, results)
+            report_multidev.attach(doc, results)
             docs.append(doc)
     docs.sort(key=lambda d: (d.get("device_kind") != "gpu", d.get("device", "")))
     return docs

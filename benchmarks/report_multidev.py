@@ -4,11 +4,30 @@ here; every number is the JSON's."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+
+def attach(doc: dict, results: Path) -> None:
+    """Use the standalone ``multidev-<device>.json`` of this device (``python -m
+    benchmarks.bench_multidev``, also written by the suite's part) when it is newer than the
+    multidev part in the suite document."""
+    path = results / f"multidev-{doc.get('device_slug', '')}.json"
+    try:
+        alone = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    mine = doc.get("multidev") or {}
+    if alone.get("rows") and str(alone.get("time", "")) >= str(mine.get("time", "")):
+        doc["multidev"] = alone
 
 
 def _ms(v) -> str:
     return "–" if v is None else f"{v * 1e3:.3g}"
+
+
+def _pct(v) -> str:
+    return "" if v is None else f"{v:.1%}"
 
 
 def _x(v) -> str:
@@ -25,16 +44,19 @@ def section(md: dict, chart: str | None) -> list[str]:
            f"Group: {group}; scale {md.get('scale')}, stencils {md.get('iterations')} "
            "iterations. Kernel time = the longest per-device span of the call's profiling "
            "events (devices run at once); speedup = one device's time / the group's; "
-           "exchange = device time of halo copies / summed device spans.", ""]
+           "exchange = device time of halo copies / summed device spans; stall = time the "
+           "devices' compute queues ran no kernel within their spans (waiting for halos or "
+           "for the host); both per step on average (runs before the stall column existed "
+           "leave it empty).", ""]
     if chart:
         out += [f"![scaling]({chart})", ""]
     out.append("| case | size | devices | kernel ms | wall ms | speedup (kernel) | "
-               "speedup (wall) | k | exchange | target |")
-    out.append("|" + "|".join(" --- " for _ in range(10)) + "|")
+               "speedup (wall) | k | exchange | stall | target |")
+    out.append("|" + "|".join(" --- " for _ in range(11)) + "|")
     for r in rows:
         if "error" in r:
             out.append(f"| {r['case']} | {r['size']} | {r['devices']} | {r['error']} "
-                       "| | | | | | |")
+                       "| | | | | | | |")
             continue
         exch = r.get("exchange_fraction")
         target = r.get("target")
@@ -43,7 +65,7 @@ def section(md: dict, chart: str | None) -> list[str]:
         out.append(f"| {r['case']} | {r['size']} | {r['devices']} | {_ms(r.get('kernel_s'))} | "
                    f"{_ms(r.get('wall_s'))} | {_x(r.get('speedup_kernel'))} | "
                    f"{_x(r.get('speedup_wall'))} | {r.get('k', '')} | "
-                   f"{'' if exch is None else f'{exch:.1%}'} | "
+                   f"{'' if exch is None else f'{exch:.1%}'} | {_pct(r.get('stall_fraction'))} | "
                    f"{'' if target is None else f'≥ {target}x{met}'} |")
     out.append("")
     return out

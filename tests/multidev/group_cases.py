@@ -451,3 +451,45 @@ def test_bench_multidev_measures_one_and_two_devices(tmp_path, monkeypatch):
     lines = report_multidev.section(data, None)
     assert any(line.startswith("| heat | 128x128 | 2 |") for line in lines)
     assert list(tmp_path.glob("multidev-*.json"))
+
+
+def test_suite_runs_the_multidev_part_by_itself_on_a_group(tmp_path, monkeypatch):
+    """``skelpy bench`` with a group of several devices in use: the multidev part joins the
+    default parts, on that group (the others on its first device), and its JSON and section
+    land in the results (the other parts are not run here: they have their own tests)."""
+    import json
+
+    from benchmarks import suite
+
+    seen = {}
+    real = suite.run_part
+
+    def run_part(part, argv, *, dump, parts_dir, env, timeout_s, log, progress):
+        seen[part] = (list(argv), env.get("SKELPY_DEVICE"))
+        if part != "multidev":
+            return {"status": "failed", "seconds": 0.0, "error": "not run in this test"}
+        return real(part, argv + ["--cases", "map,heat"], dump=dump, parts_dir=parts_dir,
+                    env=env, timeout_s=timeout_s, log=log, progress=progress)
+
+    monkeypatch.setattr(suite, "run_part", run_part)
+    monkeypatch.delenv("SKELPY_DEVICE", raising=False)
+    assert suite.multidev_group(None) is None            # CPUs only: never by itself
+    assert suite.multidev_group("cpu:0") is None
+    try:
+        doc = suite.main(["--device", GROUP, "--scale", "tiny", "--budget-minutes", "20",
+                          "--out", str(tmp_path), "--quiet"])
+    finally:
+        monkeypatch.delenv("SKELPY_DEVICE", raising=False)
+        sk.use(GROUP)
+    assert list(seen) == [*suite.DEFAULT_PARTS, "multidev"]
+    argv, device = seen["multidev"]
+    assert argv[:2] == ["--group", GROUP]
+    assert all(dev == "0" for _, dev in seen.values())   # the others: the first device
+    assert doc["parts"]["multidev"]["status"] == "done", doc["parts"]["multidev"]
+    (path,) = tmp_path.glob("multidev-*.json")
+    rows = {(r["case"], r["devices"]): r for r in json.loads(path.read_text())["rows"]}
+    assert {("map", 1), ("map", 2), ("heat", 1), ("heat", 2)} <= set(rows)
+    heat = rows[("heat", 2)]
+    assert 0 <= heat["exchange_fraction"] < 1 and 0 <= heat["stall_fraction"] < 1
+    md = (tmp_path / "RESULTS.md").read_text()
+    assert "### Several devices" in md and "| heat | 128x128 | 2 |" in md
