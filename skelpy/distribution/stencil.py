@@ -44,7 +44,8 @@ from .stencil_rows import RowPlan
 __all__ = ["run", "run_sequence", "K_VALUES", "GROUP_PARAMS"]
 
 K_VALUES = (1, 2, 3, 4, 6, 8, 12, 16)
-GROUP_PARAMS = ("k", "overlap")
+GROUP_PARAMS = ("k", "overlap", "route")
+ROUTES = ("queue", "copy")
 TEMPORAL_NAMES = ("t", "tb_wc", "tb_wr", "tb_rows", "tb_cc", "tb_ring", "tb_unroll")
 WINDOW = ("-DSKP_ROW_WINDOW=1",)
 
@@ -66,6 +67,10 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
         return empty_like_shape(src.shape, bound.out_dtype, _rt.current())
     job = _Job(skel, bound, group, src, iterations, forced or None)
     job.overlap = bool(wanted.get("overlap", True))
+    job.route = wanted.get("route", ROUTES[0])
+    if job.route not in ROUTES:
+        raise ParameterError(f"{skel.origin}: route={job.route!r}: the halo exchange goes "
+                             f"{' or '.join(map(repr, ROUTES))}")
     if iterations > 1 or passes:
         temporal = _Temporal.of(job, out_dtype, passes, wanted.get("k"))
         if temporal is not None:
@@ -102,6 +107,7 @@ class _Job:
         self.ranges = BLOCK.ranges(self.rows, group.size)
         self.ex = exchange_of(group)
         self.overlap = True
+        self.route = ROUTES[0]
         self.points: dict[int, dict] = {}
         self.launches: dict[int, list] = {}
         self.exchange_events: list = []
@@ -244,13 +250,30 @@ class _Job:
         if not split:
             self._exchange(dst)
             return
-        moved = self.ex.move(self._moves(dst, self._transfers()), after=after, overlap=True)
-        for r, a, b in interiors:
-            self._launch(r, cur, dst, a, b)
-        for r in rp.active:
-            waits = moved.received.get(r, []) + moved.sent.get(r, [])
-            if waits:
-                cl.enqueue_barrier(self.group.runtimes[r].queue, wait_for=waits)
+        self.exchange_behind(self._moves(dst, self._transfers()), after,
+                             lambda: [self._launch(r, cur, dst, a, b) for r, a, b in interiors])
+
+    def exchange_behind(self, moves, after: dict, interior) -> None:
+        """The halo moves hidden behind ``interior()`` (which enqueues the interior kernels):
+        route ``queue``: downloads in order after the boundary kernels, the interior, then
+        the uploads, all on each device's queue; route ``copy``: the copies on copy queues
+        and a barrier on each device's queue before the next step."""
+        for r in after:
+            rt = self.group.runtimes[r]
+            if rt is not None:
+                rt.queue.flush()              # the boundary kernels start now
+        if self.route == "queue":
+            receive = self.ex.start_move(moves, after=after)
+            interior()
+            moved = receive()
+        else:
+            moved = self.ex.move(moves, after=after, overlap=True)
+            interior()
+        if not moved.ordered:                 # copies on other queues: wait for them
+            for r in self.rp.active:
+                waits = moved.received.get(r, []) + moved.sent.get(r, [])
+                if waits:
+                    cl.enqueue_barrier(self.group.runtimes[r].queue, wait_for=waits)
         self.exchange_events += [e for evs in moved.received.values() for e in evs]
         self.exchange_events += [e for evs in moved.sent.values() for e in evs]
 
@@ -495,16 +518,9 @@ class _Temporal:
         if not split:
             job._exchange(dst)
             return
-        moved = job.ex.move(job._moves(dst, self.rp.halo_transfers(False)), after=after,
-                            overlap=True)
-        for r, a, b in interiors:
-            self._pass(r, cur, dst, kk, a, b)
-        for r in self.rp.active:
-            waits = moved.received.get(r, []) + moved.sent.get(r, [])
-            if waits:
-                cl.enqueue_barrier(job.group.runtimes[r].queue, wait_for=waits)
-        job.exchange_events += [e for evs in moved.received.values() for e in evs]
-        job.exchange_events += [e for evs in moved.sent.values() for e in evs]
+        job.exchange_behind(job._moves(dst, self.rp.halo_transfers(False)), after,
+                            lambda: [self._pass(r, cur, dst, kk, a, b)
+                                     for r, a, b in interiors])
 
     def _pass(self, rank: int, cur: Parts, dst: Parts, kk: int, a: int, b: int):
         """A pass of kk steps on device ``rank`` outputting rows [a, b) (matrix rows)."""

@@ -265,13 +265,16 @@ def test_stencil_every_border_mode_and_k(mode, rng):
                                        for it in (1, 4)})
         np.testing.assert_array_equal(one.to_numpy(), refs[1])
         for k in (1, 2, 3, 4):
-            try:
-                got = st(a, iterations=4, params={"k": k, "t": 1})
-            except sk.ParameterError:
-                assert k > 1          # k = 1 is always possible
-                continue
-            assert st.last_launch.k == k
-            np.testing.assert_array_equal(got.to_numpy(), refs[4], err_msg=f"{shape} k={k}")
+            # both routes of the halo exchange (in order on the devices' queues; copy queues)
+            for route in ("queue", "copy"):
+                try:
+                    got = st(a, iterations=4, params={"k": k, "t": 1, "route": route})
+                except sk.ParameterError:
+                    assert k > 1          # k = 1 is always possible
+                    continue
+                assert st.last_launch.k == k
+                np.testing.assert_array_equal(got.to_numpy(), refs[4],
+                                              err_msg=f"{shape} k={k} route={route}")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -281,8 +284,9 @@ def test_stencil_temporal_passes_on_the_group(mode, rng):
     for shape in [(1, 1), (4, 9), (29, 13)]:
         a = rng.random(shape).astype(np.float32)
         ref = one_device(lambda a=a: heat(a, iterations=5, params={"t": 1}).to_numpy())
-        got = heat(a, iterations=5, params={"t": 2, "tb_wc": 64})
-        np.testing.assert_array_equal(got.to_numpy(), ref)
+        for route in ("queue", "copy"):
+            got = heat(a, iterations=5, params={"t": 2, "tb_wc": 64, "route": route})
+            np.testing.assert_array_equal(got.to_numpy(), ref, err_msg=f"{shape} {route}")
 
 
 def test_stencil_loop_reuses_the_overlap(rng):
@@ -347,6 +351,8 @@ def test_bad_k_is_named():
     st = sk.Stencil(skewed, border="nearest")
     with pytest.raises(sk.ParameterError, match="k=5"):
         st(np.ones((9, 4), np.float32), iterations=2, params={"k": 5, "t": 1})
+    with pytest.raises(sk.ParameterError, match="route='host'"):
+        st(np.ones((9, 4), np.float32), iterations=2, params={"route": "host", "t": 1})
 
 
 # -- the tuner, per device --------------------------------------------------------------------
