@@ -532,6 +532,8 @@ def render(docs: list[dict], charts: dict[str, dict[str, str]], combined: str | 
         L.append("")
     for d in docs:
         L += device_section(d, charts.get(d.get("device_slug", ""), {}))
+    if results_dir is not None:
+        L += report_multidev.mpi_section(results_dir, MARKDOWN.parent)
     L += new_machine_section(results_dir)
     return "\n".join(L).rstrip() + "\n"
 
