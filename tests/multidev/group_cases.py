@@ -287,6 +287,13 @@ def test_stencil_temporal_passes_on_the_group(mode, rng):
         for route in ("queue", "copy"):
             got = heat(a, iterations=5, params={"t": 2, "tb_wc": 64, "route": route})
             np.testing.assert_array_equal(got.to_numpy(), ref, err_msg=f"{shape} {route}")
+        # several passes between exchanges (k = m t; the halo m t deep, recomputed)
+        for k in (2, 4):
+            got = heat(a, iterations=5, params={"t": 2, "tb_wc": 64, "k": k})
+            assert heat.last_launch.k == k
+            np.testing.assert_array_equal(got.to_numpy(), ref, err_msg=f"{shape} k={k}")
+    with pytest.raises(sk.ParameterError, match="multiple of t"):
+        heat(a, iterations=5, params={"t": 2, "tb_wc": 64, "k": 3})
 
 
 def test_stencil_loop_reuses_the_overlap(rng):
