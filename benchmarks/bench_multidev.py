@@ -218,7 +218,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--max-devices", type=int, default=0, help="0: the whole group")
+    ap.add_argument("--stencil-params", default="",
+                    help="parameters of the stencil cases on the group, e.g. 'route=copy' or "
+                         "'k=16,t=4' (default: the tuner's and the cost rule's choice)")
     args = ap.parse_args(argv)
+    group_params = {}
+    for item in filter(None, (x.strip() for x in args.stencil_params.split(","))):
+        key, _, value = item.partition("=")
+        group_params[key.strip()] = int(value) if value.strip().isdigit() else value.strip()
     scale = args.scale or ("quick" if args.quick else "full")
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = set(names) - set(CASES)
@@ -240,6 +247,8 @@ def main(argv=None) -> dict:
         for count in counts:
             sk.use(group[0] if count == 1 else group[:count])
             skel, cargs, kwargs, work, unit = make()
+            if count > 1 and group_params and case in ("heat", "life", "gauss"):
+                kwargs = {**kwargs, "params": dict(group_params)}
             try:
                 r = measure(skel, cargs, kwargs, args.reps)
             except sk.SkelpyError as exc:
@@ -264,6 +273,7 @@ def main(argv=None) -> dict:
             del skel, cargs
     sk.use(group[0])
     data = {"scale": scale, "group": [d.name for d in group], "iterations": args.iterations,
+            "stencil_params": group_params,
             "reps": args.reps, "rows": rows,
             "timing": "kernel_s: longest per-device event span; wall_s: host clock to finish"}
     print_table([{k: v for k, v in r.items() if k not in ("params",)} for r in rows],
