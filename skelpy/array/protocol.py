@@ -104,6 +104,9 @@ class ArrayBackend:
     def fused_reduce(self, skeleton, x: Container):
         return chains.fused_reduce(skeleton, x)
 
+    def fused_scan(self, skeleton, x: Container, params):
+        return chains.fused_scan(skeleton, x, params)
+
     # -- NumPy protocols ----------------------------------------------------------------------
     def ufunc(self, ufunc, method, inputs, kwargs):
         name = ops.BY_UFUNC.get(ufunc)
