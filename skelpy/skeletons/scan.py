@@ -45,9 +45,14 @@ from ..distribution import scan as distributed_scan
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..muscle import Muscle
 from ..muscle.params import Scalar
-from .arguments import classify_extras, extra_kernel_args, extra_kernel_params, input_kind
-from .arguments import input_muscle_kinds
 from ..tuner.space import Param, ParamSpace, pow2_range
+from .arguments import (
+    classify_extras,
+    extra_kernel_args,
+    extra_kernel_params,
+    input_kind,
+    input_muscle_kinds,
+)
 from .base import Skeleton, check_same_shape, checked_signature
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import (
