@@ -19,9 +19,12 @@ one part's device state cannot colour the next one's timings):
     fusion                array expressions fused into one kernel vs hand-written, MapReduce
                           and CuPy (opt-in: --only fusion; bench_fusion.py)
     multidev              Map, Zip, Reduce, dot, Scan, matmul, heat, Gaussian, Life on 1 vs
-                          2 (vs N) devices of one host: speedups, exchange fraction (opt-in:
-                          --only multidev; every GPU when there are two, else PoCL's CPU
-                          devices; bench_multidev.py)
+                          2 (vs N) devices of one host: speedups, exchange fraction. It runs
+                          by itself when the group in use has more than one device
+                          (``--device "gpu:*"``, ``SKELPY_DEVICE="cpu:*"``, or no device
+                          named on a host with two or more GPUs: every GPU), on that group;
+                          the other parts then run on its first device. Else opt-in
+                          (``--only multidev``; bench_multidev.py)
 
 Each part gets a share of the budget and picks its sizes (tiny < quick < medium < full) from
 that share; a part still running at its (cumulative) deadline is stopped, and parts that no
@@ -156,8 +159,10 @@ def plan(parts: Sequence[str], budget_s: float, kind: str, *, cap: str | None = 
     return out
 
 
-def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
-    """The command line a part runs with at a scale (its own flags; see each script)."""
+def part_argv(part: str, sc: Scale, gpu: bool, seconds: float,
+              group: str | None = None) -> list[str]:
+    """The command line a part runs with at a scale (its own flags; see each script);
+    ``group``: the device group spec of the multidev part."""
     quick = sc.name in ("tiny", "quick")
     if part == "map":
         return (["--quick"] if quick else []) + ["--n", str(sc.n)]
@@ -188,9 +193,10 @@ def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
     if part == "fusion":
         return (["--quick"] if quick else []) + (["--calls", "50"] if sc.name == "tiny" else [])
     if part == "multidev":
+        argv = ["--group", group] if group else []
         if sc.name == "tiny":
-            return ["--scale", "tiny", "--reps", "2", "--iterations", "4"]
-        return ["--scale", sc.name]
+            return argv + ["--scale", "tiny", "--reps", "2", "--iterations", "4"]
+        return argv + ["--scale", sc.name]
     if part == "temporal":
         if sc.name == "tiny":
             return ["--quick", "--sizes", "64", "--iterations", "4", "--cases", "heat"]
@@ -1194,10 +1200,19 @@ def run_suite(args: argparse.Namespace) -> dict:
     import pyopencl as cl
 
     import skelpy as sk
-    from benchmarks.common import copy_bandwidth, device_slug
+    from benchmarks.common import copy_bandwidth, device_slug, write_json
     from skelpy import runtime
 
-    if args.device:
+    group_spec = multidev_group(args.device)
+    if group_spec is not None:
+        # the single-device parts run on the group's first device, the multidev part on all
+        first = sk.use(group_spec)[0]
+        sk.use(first)
+        env["SKELPY_DEVICE"] = str(sk.devices().index(first))
+        os.environ["SKELPY_DEVICE"] = env["SKELPY_DEVICE"]
+        if not args.only and "multidev" not in parts:
+            parts = [p for p in PARTS if p in (*parts, "multidev")]
+    elif args.device:
         sk.use(args.device)
     rt = runtime.current()
     dev = rt.device
@@ -1240,7 +1255,7 @@ def run_suite(args: argparse.Namespace) -> dict:
                     progress.message(f"{name}: skipped (time budget exhausted)")
                     continue
                 sc = scale_config(p["scale"], gpu)
-                pargv = part_argv(name, sc, gpu, limit * 0.85)
+                pargv = part_argv(name, sc, gpu, limit * 0.85, group=group_spec)
                 progress.begin(name, p["scale"], limit)
                 dump = tmp / f"{name}.json"
                 rec = run_part(name, pargv, dump=dump, parts_dir=tmp / "parts", env=env,
@@ -1250,6 +1265,8 @@ def run_suite(args: argparse.Namespace) -> dict:
                 if rec["status"] == "done":
                     payload = json.loads(dump.read_text())
                     raw[name] = payload["data"]
+                    if name == "multidev":      # also on its own, as bench_multidev writes it
+                        write_json("multidev", dev.name, payload["data"], directory=out_dir)
                     if payload.get("device") != dev.name:
                         rec["warning"] = f"ran on {payload.get('device')!r}, not {dev.name!r}"
                 status[name] = rec
@@ -1283,6 +1300,22 @@ def run_suite(args: argparse.Namespace) -> dict:
         except Exception as exc:  # noqa: BLE001 - the JSON is written; the report can follow
             print(f"report not regenerated: {type(exc).__name__}: {exc}")
     return doc
+
+
+def multidev_group(device: str | None) -> str | None:
+    """The device group the multidev part runs on, when the group in use has more than one
+    device: ``device`` (or ``SKELPY_DEVICE``) naming a group of several, or, with no device
+    named, every GPU of a host with two or more; else None."""
+    import skelpy as sk
+    from skelpy.device_groups import is_group_spec
+
+    spec = device or os.environ.get("SKELPY_DEVICE") or None
+    if spec is None:
+        gpus = [d for d in sk.devices() if d.kind == "gpu"]
+        return "gpu:*" if len(gpus) >= 2 else None
+    if is_group_spec(spec):
+        return spec if len(sk.use(spec)) > 1 else None
+    return None
 
 
 def _keep_previous(path: Path, parts: list[str], raw: dict, status: dict) -> None:
