@@ -16,9 +16,12 @@ when CuPy is importable, i.e. on the GPU host only):
 - ``argmin``/``argmax`` (one pass over 64-bit keys) vs ``x.min()`` (one fold of the values);
 - a 6-operation chain on x and y: GB/s counting only the fused kernel's real reads and writes
   (12 bytes per element) as a fraction of the copy bandwidth (target >= 90%);
+- ``Scan(x * 2 + y)`` (the expression evaluated as the scan loads) and a k-means-like
+  ``AllPairs(P * 0.5 - 1, C)`` (evaluated as slices are fetched) vs the expression computed
+  first (two kernels and a temporary);
 - a loop of ``--calls`` small expressions: kernel builds after the first iteration (target 0)
   and wall time per expression (build + evaluate + wait) vs one skeleton call (target within
-  1.5x).
+  1.5x); and the host time alone per call (no wait: the Python path), each way.
 """
 
 from __future__ import annotations
@@ -72,6 +75,21 @@ def _median_wall(fn, calls: int) -> float:
         fn()
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples)
+
+
+def _host_seconds(fn, calls: int, q) -> float:
+    """Host seconds per call of ``fn`` without waiting for the device (the call's own
+    overhead: building, checking, enqueueing), best of 5 runs of ``calls // 5`` calls."""
+    per = max(1, calls // 5)
+    best = float("inf")
+    for _ in range(6):
+        q.finish()
+        t0 = time.perf_counter()
+        for _ in range(per):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / per)
+    q.finish()
+    return best
 
 
 def _add(a, b):
@@ -201,6 +219,45 @@ def main(argv=None) -> dict:
                  "min_fold_us": t_min * 1e6, "argmin/min": t_arg / t_min,
                  "of_copy_bw": 4 * n / t_arg / bw})
 
+    # -- a pending expression as Scan's and AllPairs' input expression ----------------------
+    scan = sk.Scan(_add, 0, inclusive=True)
+
+    def scan_fused():
+        scan(x * 2.0 + y)
+        return scan.last_launch.events
+
+    def scan_unfused():
+        z = x * 2.0 + y
+        sk.evaluate(z)
+        ev = list(sk.array.last_skeleton().last_launch.events)
+        scan(z)
+        return ev + list(scan.last_launch.events)
+
+    t_sf = time_events(scan_fused, reps=reps)
+    t_su = time_events(scan_unfused, reps=reps)
+    rows.append({"case": "Scan(x*2+y)", "skelpy_us": t_sf * 1e6, "unfused_us": t_su * 1e6,
+                 "unfused/fused": t_su / t_sf})
+    side = 1024 if gpu else 256
+    pts = sk.Matrix(rng.standard_normal((side * 4, 64)).astype(np.float32))
+    few = sk.Matrix(rng.standard_normal((16, 64)).astype(np.float32))
+    dist = sk.AllPairs(zip=_sqdiff, reduce=_add)
+
+    def ap_fused():                 # k-means-like: many points against few centres
+        dist(pts * 0.5 - 1.0, few)
+        return dist.last_launch.events
+
+    def ap_unfused():
+        z = pts * 0.5 - 1.0
+        sk.evaluate(z)
+        ev = list(sk.array.last_skeleton().last_launch.events)
+        dist(z, few)
+        return ev + list(dist.last_launch.events)
+
+    t_af = time_events(ap_fused, reps=reps)
+    t_au = time_events(ap_unfused, reps=reps)
+    rows.append({"case": f"AllPairs(P*0.5-1, C) {side * 4}x16x64", "skelpy_us": t_af * 1e6,
+                 "unfused_us": t_au * 1e6, "unfused/fused": t_au / t_af})
+
     # -- a 6-operation chain -------------------------------------------------------------------
     def chain6():
         sk.evaluate(((x * 1.5 + y) * x - 2.0) / (y + 3.0))
@@ -226,13 +283,23 @@ def main(argv=None) -> dict:
         saxpy(sx, sy, a)
         q.finish()
 
+    def expr_host():
+        sk.evaluate(a * sx + sy)
+
+    def skel_host():
+        saxpy(sx, sy, a)
+
     expr_call()
     builds = rt.stats.builds
     t_expr = _median_wall(expr_call, calls)
     rebuilt = rt.stats.builds - builds
     t_skel = _median_wall(skel_call, calls)
+    h_expr = _host_seconds(expr_host, calls, q)
+    h_skel = _host_seconds(skel_host, calls, q)
     loop = {"calls": calls, "builds_after_first": rebuilt, "expression_us": t_expr * 1e6,
-            "skeleton_call_us": t_skel * 1e6, "ratio": t_expr / t_skel}
+            "skeleton_call_us": t_skel * 1e6, "ratio": t_expr / t_skel,
+            "expression_host_us": h_expr * 1e6, "skeleton_host_us": h_skel * 1e6,
+            "host_ratio": h_expr / h_skel}
     print_table([loop], title="a loop of small expressions (median wall time per iteration)")
     targets.append(("no rebuilds in a loop of small expressions", rebuilt == 0))
     targets.append(("small expression within 1.5x of one skeleton call",

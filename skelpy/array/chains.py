@@ -13,7 +13,8 @@ kernel, its ``last_launch`` set then). Python scalar extras stay weak (NEP 50), 
 
 ``Reduce`` given any pending value runs a :class:`~skelpy.skeletons.MapReduce` whose map is
 the value's fused muscle (cached per Reduce and graph structure); its ``last_launch`` then
-shows that launch.
+shows that launch. ``Scan`` given one runs a :class:`~skelpy.skeletons.scan.MapScan` in the
+same way (the expression is evaluated as the scan loads its tiles).
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ import numpy as np
 from ..containers import Container
 from ..containers import array_surface as _surface
 from ..skeletons import MapReduce
+from ..skeletons.scan import MapScan
 from . import expression, fusion, graph
 from .graph import Node
 
 _TLS = threading.local()
 _LOCK = threading.Lock()
 _REDUCERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SCANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @contextmanager
@@ -120,4 +123,29 @@ def fused_reduce(skel, x: Container):
     out = mr(*program.leaves, *program.consts)
     skel.last_launch = mr.last_launch
     fusion.LAST.skeleton = mr
+    return out
+
+
+def fused_scan(skel, x: Container, params=None):
+    """``skel(x)`` (a Scan) for a pending ``x`` as one :class:`MapScan` whose map is x's
+    fused muscle, evaluated at each load of the scan's tiles (the levels method reads its
+    input twice, so it evaluates the expression twice: still no temporary and one pass
+    fewer). None when x's graph reads nothing or x is a view (computed first, as before)."""
+    if x.layout is not None:
+        return None
+    program = fusion.linearise(expression.node_of(x), x.shape)
+    if not program.leaves:
+        return None
+    with _LOCK:
+        per_skel = _SCANS.setdefault(skel, {})
+        ms = per_skel.get(program.key)
+        if ms is None:
+            if len(per_skel) > fusion.MAX_CACHED_SKELETONS:
+                per_skel.clear()
+            ms = per_skel[program.key] = MapScan(
+                fusion.muscle_for(program), skel.function, skel.identity,
+                inputs=len(program.leaves), inclusive=skel.inclusive, dtype=skel.out_dtype)
+    out = ms(*program.leaves, *program.consts, params=params)
+    skel.last_launch = ms.last_launch
+    fusion.LAST.skeleton = ms
     return out

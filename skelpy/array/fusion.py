@@ -72,16 +72,39 @@ def dtype_name(dt: np.dtype) -> str:
     return name
 
 
+#: structure key -> (lines, result, text, functions): the text of a program, written once per
+#: structure (a loop re-walks its graph only for the key, leaves and constants).
+_TEXTS: dict[tuple, tuple] = {}
+
+
 def linearise(root: Node, shape: tuple[int, ...]) -> Program:
+    key, leaves, consts = _walk(root, shape, None)
+    text = _TEXTS.get(key)
+    if text is None:
+        parts: dict = {}
+        _walk(root, shape, parts)
+        text = (parts["lines"], parts["result"], parts["text"], parts["functions"])
+        if len(_TEXTS) > 4 * MAX_CACHED_SKELETONS:
+            _TEXTS.clear()
+        _TEXTS[key] = text
+    return Program(key, leaves, consts, *text)
+
+
+def _walk(root: Node, shape: tuple[int, ...], parts: dict | None):
+    """(structure key, leaves, constants) of a graph; with ``parts`` (a dict) the muscle's
+    lines, result, text and functions are written into it too (only on a cache miss: the
+    strings are most of the walk's cost)."""
     leaves, consts, lines, key, names, texts, functions = [], [], [], [], {}, {}, []
     leaf_of: dict[int, str] = {}
     fn_of: dict[int, str] = {}
+    full = parts is not None
 
     def visit(n: Node) -> str:
         got = names.get(id(n))
         if got is not None:
             return got
-        if n.op == "leaf":
+        op = n.op
+        if op == "leaf":
             c = n.args[0]
             name = leaf_of.get(id(c))
             if name is None:
@@ -92,41 +115,44 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
                 texts[name] = name
             names[id(n)] = name
             return name
-        if n.op == "literal":
+        if op == "literal":
             v = n.args[0]
             name = f"{dtype_name(n.dtype)}({v.item()!r})"
             key.append(("literal", n.dtype, v.item()))
             names[id(n)] = name
             texts[name] = repr(v.item())
             return name
-        if n.op in ("const", "weak"):
+        if op == "const" or op == "weak":
             name = f"c{len(consts)}"
             consts.append(n.args[0])
-            key.append((n.op, n.dtype))
+            key.append((op, n.dtype))
             names[id(n)] = name
             texts[name] = name
             return name
         args = [visit(a) for a in n.args]
-        name = f"t{len(lines)}"
-        if n.op == "call":
+        name = f"t{len(key)}"
+        if op == "call":
             fname = fn_of.get(id(n.fn))
             if fname is None:
                 fname = fn_of[id(n.fn)] = f"f{len(functions)}"
                 functions.append(n.fn)
-            expr = f"{dtype_name(n.dtype)}({fname}({', '.join(args)}))"
-            text = f"{getattr(n.fn, '__name__', fname)}({', '.join(texts[a] for a in args)})"
             key.append(("call", n.fn))       # the function itself: an id could be reused
-        elif n.op == "astype":
+            if full:
+                expr = f"{dtype_name(n.dtype)}({fname}({', '.join(args)}))"
+                text = f"{getattr(n.fn, '__name__', fname)}" \
+                       f"({', '.join(texts[a] for a in args)})"
+        elif full and op == "astype":
             expr = f"{dtype_name(n.dtype)}({args[0]})"
             text = f"{texts[args[0]]}.astype({n.dtype.name})"
-        else:
-            expr = f"{dtype_name(n.dtype)}({ops.template(n.op).format(*args)})"
-            text = ops.template(n.op).format(*(f"({texts[a]})" if a[0] == "t" else
-                                               texts[a] for a in args))
-        lines.append(f"    {name} = {expr}")
-        key.append((n.op, tuple(args), n.dtype))
+        elif full:
+            expr = f"{dtype_name(n.dtype)}({ops.template(op).format(*args)})"
+            text = ops.template(op).format(*(f"({texts[a]})" if a[0] == "t" else
+                                             texts[a] for a in args))
+        if full:
+            lines.append(f"    {name} = {expr}")
+            texts[name] = text
+        key.append((op, tuple(args), n.dtype))
         names[id(n)] = name
-        texts[name] = text
         return name
 
     result = visit(root)
@@ -137,7 +163,9 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
         texts[name] = texts[result]
         result = name
     key.append(("shape", len(shape)))
-    return Program(tuple(key), leaves, consts, lines, result, texts[result], functions)
+    if full:
+        parts.update(lines=lines, result=result, text=texts[result], functions=functions)
+    return tuple(key), leaves, consts
 
 
 def _muscle(program: Program) -> Muscle:

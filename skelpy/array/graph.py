@@ -76,6 +76,8 @@ def const(value, dtype: np.dtype, literal: bool = False) -> Node:
     if type(value) is float and dtype.kind == "f" and (dtype.itemsize == 8 or
                                                         abs(value) < 3.0e38):
         v = dtype.type(value)              # the common case, without NumPy's warning guards
+    elif isinstance(value, np.generic) and value.dtype == dtype:
+        v = value                          # a NumPy scalar of its own dtype: as it is
     else:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from ..containers import Container, MatrixRow
-from . import chains, expression, ops, reductions, views
+from . import chains, expression, inputs, ops, reductions, views
 from .graph import as_operand
 
 
@@ -103,6 +103,12 @@ class ArrayBackend:
 
     def fused_reduce(self, skeleton, x: Container):
         return chains.fused_reduce(skeleton, x)
+
+    def fused_scan(self, skeleton, x: Container, params):
+        return chains.fused_scan(skeleton, x, params)
+
+    def allpairs_operands(self, A, B):
+        return inputs.allpairs_operands(A, B)
 
     # -- NumPy protocols ----------------------------------------------------------------------
     def ufunc(self, ufunc, method, inputs, kwargs):

@@ -60,15 +60,27 @@
 
 #ifndef SKP_GENERIC
 
+/* How A and B are read: their buffers, or (a fused input expression, skelpy.array) the
+ * header's SKP_A_DECL / SKP_LOAD_A(i): the expression's leaves and constants as parameters
+ * and its value at element i, evaluated as the slice is fetched. */
+#ifndef SKP_A_DECL
+#define SKP_A_DECL __global const SKP_A_ST* restrict A
+#define SKP_LOAD_A(i) (A[i])
+#endif
+#ifndef SKP_B_DECL
+#define SKP_B_DECL __global const SKP_B_ST* restrict B
+#define SKP_LOAD_B(i) (B[i])
+#endif
+
 /* Fetch this work-item's share of the slice at k0 into registers (rows clamped to the last
- * real one, k past d read as zero and never used). */
-#define SKP_FETCH(P, ST, T0, ROWS, LIMIT, REG, F)                                            \
+ * real one, k past d read as zero and never used); LOAD(i) reads element i. */
+#define SKP_FETCH(LOAD, ST, T0, ROWS, LIMIT, REG, F)                                         \
     for (int f = 0; f < F; ++f) {                                                            \
         const int e = tid + f * SKP_NT;                                                      \
         const int r = e / SKP_TK;                                                            \
         const long gk = k0 + (e % SKP_TK);                                                   \
         const long gr = min((T0) + r, (LIMIT) - 1);                                          \
-        REG[f] = (e < (ROWS) * SKP_TK && gk < d) ? P[gr * d + gk] : (ST)0;                   \
+        REG[f] = (e < (ROWS) * SKP_TK && gk < d) ? (ST)LOAD(gr * d + gk) : (ST)0;            \
     }
 
 #define SKP_STASH(L, ROWS, STRIDE, REG, F)                                                   \
@@ -120,8 +132,8 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(SKP_LX, SKP_LY, 1)))
-void skelpy_allpairs(__global SKP_ACC_ST* restrict C, __global const SKP_A_ST* restrict A,
-                     __global const SKP_B_ST* restrict B, const long n, const long m,
+void skelpy_allpairs(__global SKP_ACC_ST* restrict C, SKP_A_DECL,
+                     SKP_B_DECL, const long n, const long m,
                      const long d, const int chunk_tiles,
                      const SKP_ACC_ST identity_st SKP_PARAMS_DECL)
 {
@@ -154,8 +166,8 @@ void skelpy_allpairs(__global SKP_ACC_ST* restrict C, __global const SKP_A_ST* r
     SKP_A_ST ra[SKP_AF];
     SKP_B_ST rb[SKP_BF];
     long k0 = 0;
-    SKP_FETCH(A, SKP_A_ST, i0, SKP_TM, n, ra, SKP_AF)
-    SKP_FETCH(B, SKP_B_ST, j0, SKP_TN, m, rb, SKP_BF)
+    SKP_FETCH(SKP_LOAD_A, SKP_A_ST, i0, SKP_TM, n, ra, SKP_AF)
+    SKP_FETCH(SKP_LOAD_B, SKP_B_ST, j0, SKP_TN, m, rb, SKP_BF)
     for (; k0 < d; ) {
         SKP_STASH(As, SKP_TM, SKP_AROW, ra, SKP_AF)
         SKP_STASH(Bs, SKP_TN, SKP_BROW, rb, SKP_BF)
@@ -163,8 +175,8 @@ void skelpy_allpairs(__global SKP_ACC_ST* restrict C, __global const SKP_A_ST* r
         const long here = k0;
         k0 += SKP_TK;
         if (k0 < d) {                   /* the next slice is in flight during the steps */
-            SKP_FETCH(A, SKP_A_ST, i0, SKP_TM, n, ra, SKP_AF)
-            SKP_FETCH(B, SKP_B_ST, j0, SKP_TN, m, rb, SKP_BF)
+            SKP_FETCH(SKP_LOAD_A, SKP_A_ST, i0, SKP_TM, n, ra, SKP_AF)
+            SKP_FETCH(SKP_LOAD_B, SKP_B_ST, j0, SKP_TN, m, rb, SKP_BF)
         }
 #if SKP_UNROLL
         if (here + SKP_TK <= d) {       /* full slices: unrolled */

@@ -71,9 +71,23 @@
 #define SKP_READ(p, i) SKP_LOAD_IN(p, i)
 #endif
 
+/* The input's kernel parameters. A fused input expression (skelpy.array: a pending elementwise
+ * value scanned in the same kernel) has the header define SKP_EXPR_DECL (its leaves' and
+ * constants' parameters) and SKP_EXPR_ARGS (their names); its SKP_LOAD_IN evaluates the
+ * expression at index i and ignores p. Lower levels read the accumulator-typed sums. */
+#if SKP_SUMS || !defined(SKP_EXPR_DECL)
+#define SKP_IN_DECL __global const SKP_IN_T* restrict in
+#define SKP_IN_DECL_ALIASED __global const SKP_IN_T* in
+#define SKP_IN_ARGS in
+#else
+#define SKP_IN_DECL SKP_EXPR_DECL
+#define SKP_IN_DECL_ALIASED SKP_EXPR_DECL
+#define SKP_IN_ARGS SKP_EXPR_ARGS
+#endif
+
 /* Steps 1-2: stage tile [base, base + TILE) (identity past n) and fold this work-item's row.
  * Leaves the row in vals[] and returns its fold. */
-inline SKP_ACC skp_load_row(__global const SKP_IN_T* restrict in, const long n, const long base,
+inline SKP_ACC skp_load_row(SKP_IN_DECL, const long n, const long base,
                             const SKP_ACC identity, __local SKP_ACC_ST* tile, const int lid,
                             SKP_ACC* vals)
 {
@@ -341,7 +355,7 @@ inline uint skp_peek(__global volatile const ulong* status, const long t, skp_ca
  * at the end, the tile ticket; the host zeroes it before every launch. */
 __kernel __attribute__((reqd_work_group_size(SKP_WG, 1, 1)))
 void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
-                          __global const SKP_IN_T* restrict in, const long n,
+                          SKP_IN_DECL, const long n,
                           const SKP_ACC_ST identity_st, const int inclusive,
                           __global volatile ulong* status, const long tiles
                           SKP_CARRY_DECL)
@@ -364,7 +378,7 @@ void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
     const long base = t * SKP_TILE;
 
     SKP_ACC vals[SKP_ITEMS];
-    const SKP_ACC row = skp_load_row(in, n, base, identity, tile, lid, vals);
+    const SKP_ACC row = skp_load_row(SKP_IN_ARGS, n, base, identity, tile, lid, vals);
     const SKP_ACC total = skp_upsweep(s, row, lid);
     if (lid == 0) {                      /* publish early, so that successors wait less */
 #if SKP_CARRY_IN
@@ -421,7 +435,7 @@ void skelpy_scan_lookback(__global SKP_ACC_ST* restrict out,
 
 /* Multi-level method, pass 1: sums[t] = the fold of tile t. */
 __kernel __attribute__((reqd_work_group_size(SKP_WG, 1, 1)))
-void skelpy_scan_sums(__global SKP_ACC_ST* restrict sums, __global const SKP_IN_T* restrict in,
+void skelpy_scan_sums(__global SKP_ACC_ST* restrict sums, SKP_IN_DECL,
                       const long n, const SKP_ACC_ST identity_st)
 {
     __local SKP_ACC_ST tile[SKP_PAD(SKP_TILE)];
@@ -429,7 +443,7 @@ void skelpy_scan_sums(__global SKP_ACC_ST* restrict sums, __global const SKP_IN_
     const int lid = (int)get_local_id(0);
     const long t = (long)get_group_id(0);
     SKP_ACC vals[SKP_ITEMS];
-    const SKP_ACC row = skp_load_row(in, n, t * SKP_TILE, (SKP_ACC)identity_st, tile, lid, vals);
+    const SKP_ACC row = skp_load_row(SKP_IN_ARGS, n, t * SKP_TILE, (SKP_ACC)identity_st, tile, lid, vals);
     const SKP_ACC total = skp_upsweep(s, row, lid);
     if (lid == 0)
         sums[t] = (SKP_ACC_ST)total;
@@ -439,7 +453,7 @@ void skelpy_scan_sums(__global SKP_ACC_ST* restrict sums, __global const SKP_IN_
  * from the identity when use_carry is 0 (a single tile). May run in place (out == in): each
  * tile is read completely before any of it is written. */
 __kernel __attribute__((reqd_work_group_size(SKP_WG, 1, 1)))
-void skelpy_scan_tiles(__global SKP_ACC_ST* out, __global const SKP_IN_T* in, const long n,
+void skelpy_scan_tiles(__global SKP_ACC_ST* out, SKP_IN_DECL_ALIASED, const long n,
                        const SKP_ACC_ST identity_st, const int inclusive,
                        __global const SKP_ACC_ST* restrict carries, const int use_carry
                        SKP_CARRY_DECL)
@@ -451,7 +465,7 @@ void skelpy_scan_tiles(__global SKP_ACC_ST* out, __global const SKP_IN_T* in, co
     const long base = t * SKP_TILE;
     const SKP_ACC identity = (SKP_ACC)identity_st;
     SKP_ACC vals[SKP_ITEMS];
-    const SKP_ACC row = skp_load_row(in, n, base, identity, tile, lid, vals);
+    const SKP_ACC row = skp_load_row(SKP_IN_ARGS, n, base, identity, tile, lid, vals);
     skp_upsweep(s, row, lid);
     const SKP_ACC excl = skp_downsweep(s, identity, lid);
     SKP_ACC carry = use_carry ? (SKP_ACC)carries[t] : identity;

@@ -40,7 +40,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import Container, IndexSpace, Matrix, empty_like_shape
+from ..containers import Container, IndexSpace, Matrix, array_backend, empty_like_shape
 from ..distribution import allpairs as distributed_allpairs
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import DTypeError, RefusedParameters, ShapeError
@@ -52,6 +52,8 @@ from .arguments import (
     classify_extras,
     extra_kernel_args,
     extra_kernel_params,
+    input_kind,
+    input_muscle_kinds,
 )
 from .base import Skeleton, checked_signature
 from .check_buffer import DEBUG_PARAM, check_buffer
@@ -61,7 +63,7 @@ from .kernel_source import SourceBuilder
 from .limits import Legality, Rule, check_output, one_of
 from .plan import Plan, feature_dict
 
-__all__ = ["AllPairs", "row_accessor"]
+__all__ = ["AllPairs", "RowsExpression", "row_accessor"]
 
 _CONTRACT_OFF = "#pragma OPENCL FP_CONTRACT OFF"
 _CONTRACT_ON = "#pragma OPENCL FP_CONTRACT ON"
@@ -80,12 +82,57 @@ def row_accessor(dtype, space: str = "global") -> Accessor:
                     "(({ctype}){name}[{i0}])",
                     {"len": "{name}_n", "size": "{name}_n", "shape0": "{name}_n"}, kind="row")
 
+@dataclass(frozen=True, eq=False)
+class RowsExpression:
+    """A or B given as an elementwise expression (a pending array value, ``skelpy.array``):
+    ``muscle(*leaves, *consts)`` at each element, evaluated in the zip/reduce kernel as it
+    fetches slices (never stored). ``key`` names the expression's structure (plans are
+    cached by it); the leaves are containers or views of ``shape``."""
+
+    muscle: Muscle
+    key: tuple
+    leaves: tuple
+    consts: tuple
+    dtype: np.dtype
+    shape: tuple
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+def _expression_side(x: RowsExpression, side: str, first: int, origin: str, checks):
+    """The kernel side of an expression operand: (typed map muscle, header lines, input
+    kinds, const kinds). Its leaves are ``in{first}...``, its constants ``e{side}0...``."""
+    kinds = tuple(input_kind(c) for c in x.leaves)
+    descs, _values = classify_extras(list(x.consts), origin)
+    mkinds, n_in = input_muscle_kinds(kinds, descs, x.muscle.n_params)
+    tm = x.muscle.specialise(mkinds, c_name=f"skp_map_{side.lower()}", checks=checks)
+    decl_ex, call_ex = extra_kernel_params(descs, tm, n_in, prefix=f"e{side.lower()}")
+    decls = [d for k, inp in enumerate(kinds) for d in inp.declarations(first + k)] + decl_ex
+    call = [inp.read(first + k, "(i)") for k, inp in enumerate(kinds)] + call_ex
+    st = storage_c_type(x.dtype)
+    return tm, [f"#define SKP_{side}_DECL " + ", ".join(decls),
+                f"#define SKP_LOAD_{side}(i) (({st})skp_map_{side.lower()}({', '.join(call)}))"
+                ], kinds, tuple(descs)
+
+
+def _side_args(x, plan_side, rt, origin: str) -> list:
+    """Kernel arguments of A or B: its buffer, or an expression's leaves and constants."""
+    if not isinstance(x, RowsExpression):
+        return [x.device_buffer(rt)]
+    tm, kinds, descs = plan_side
+    args = [a for kind, c in zip(kinds, x.leaves, strict=True) for a in kind.kernel_args(c, rt)]
+    return args + extra_kernel_args(descs, x.consts, tm, len(kinds), rt, origin)
+
+
 @dataclass(eq=False)
 class AllPairsPlan(Plan):
     """AllPairs' kernel for one signature (A's and B's dtypes, extras)."""
 
     generic: bool                     # the generic form (row accessors), not zip/reduce
     itemsizes: tuple[int, int]        # bytes of one staged element of A and of B
+    sides: tuple = (None, None)       # A's and B's expressions: (map muscle, kinds, consts)
 
     def macros(self, point: Mapping) -> tuple[str, ...]:
         names = ("tm", "tn", "rm", "rn", "local_rows") if self.generic else \
@@ -214,6 +261,9 @@ class AllPairs(Skeleton):
         if rt.group is not None:                         # several devices at once
             a, b, *_rest = self._signature(A, B, extras)
             return distributed_allpairs.run(self, a, b, extras, params)
+        if not self.generic and (_is_pending(A) or _is_pending(B)):
+            # pending inputs are read as expressions where that is cheap (skelpy.array)
+            A, B = array_backend().allpairs_operands(A, B)
         return self.run_on(None, A, B, *extras, params=params)
 
     def run_on(self, rt: _rt.Runtime | None, A, B, *extras,
@@ -225,7 +275,9 @@ class AllPairs(Skeleton):
         dataset = _dataset(plan, n, m, d)
         choice = None
         if rt is None:
-            rt, choice = self._runtime_for(plan, dataset, [a, b], extras_val,
+            reads = [c for x in (a, b) for c in
+                     (x.leaves if isinstance(x, RowsExpression) else (x,))]
+            rt, choice = self._runtime_for(plan, dataset, reads, extras_val,
                                            out_bytes=n * m * plan.out_dtype.itemsize)
         plan.check_device(rt)
         acc = plan.out_dtype
@@ -234,8 +286,10 @@ class AllPairs(Skeleton):
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None)
             return empty_like_shape((n, m), acc, rt)
         with self._naming_errors():
-            fixed = [a.device_buffer(rt), b.device_buffer(rt), np.int64(n), np.int64(m),
-                     np.int64(d)]
+            fixed = [*_side_args(a, plan.sides[0], rt, self.origin),
+                     *_side_args(b, plan.sides[1], rt, self.origin),
+                     np.int64(n), np.int64(m), np.int64(d)]
+            at_chunk = len(fixed) + 1            # where the chunk argument goes (zip/reduce)
             if not self.generic:
                 fixed.append(identity_value(self.identity, acc, self.origin))
             tail = extra_kernel_args(extras_desc, extras_val, plan.muscle, 2, rt, self.origin)
@@ -253,7 +307,7 @@ class AllPairs(Skeleton):
             out = empty_like_shape((n, m), acc, rt)
             args = [out.device_buffer(rt), *fixed]
             if not self.generic:
-                args.insert(6, np.int32(max(1, round(chunk / int(point["tk"])))))
+                args.insert(at_chunk, np.int32(max(1, round(chunk / int(point["tk"])))))
             if self.generic and int(point["local_rows"]):
                 nbytes_a, nbytes_b = tm * d * a.dtype.itemsize, tn * d * b.dtype.itemsize
                 if nbytes_a + nbytes_b > budget:
@@ -289,18 +343,20 @@ class AllPairs(Skeleton):
         return plan, _dataset(plan, n, m, d)
 
     def _signature(self, A, B, extras):
-        """Classify a call: (A, B, (n, m, d), plan, extra kinds, extra values)."""
-        a = self._as_matrix(A, "A")
-        b = self._as_matrix(B, "B")
+        """Classify a call: (A, B, (n, m, d), plan, extra kinds, extra values). A and B may
+        be :class:`RowsExpression` (zip/reduce form only)."""
+        a = A if isinstance(A, RowsExpression) else self._as_matrix(A, "A")
+        b = B if isinstance(B, RowsExpression) else self._as_matrix(B, "B")
         (n, d), (m, d2) = a.shape, b.shape
         if d != d2:
             raise self._error(ShapeError, f"A {a.shape} and B {b.shape} must have the same "
                               "number of columns (AllPairs pairs rows; for A @ B pass B.T)")
         extras_desc, extras_val = classify_extras(extras, self.origin)
-        sig = (a.dtype, b.dtype, tuple(extras_desc))
+        sig = (a.dtype, b.dtype, tuple(extras_desc), _side_key(a), _side_key(b))
         plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[sig] = self._make_plan(a.dtype, b.dtype, extras_desc)
+            plan = self._plans[sig] = self._make_plan(a.dtype, b.dtype, extras_desc,
+                                                      (a, b))
         return a, b, (n, m, d), plan, extras_desc, extras_val
 
     def _as_matrix(self, value, name: str) -> Container:
@@ -317,7 +373,8 @@ class AllPairs(Skeleton):
         return c
 
     # -- plans ------------------------------------------------------------------------------
-    def _make_plan(self, a_dt: np.dtype, b_dt: np.dtype, extras_desc) -> AllPairsPlan:
+    def _make_plan(self, a_dt: np.dtype, b_dt: np.dtype, extras_desc,
+                   operands: tuple = (None, None)) -> AllPairsPlan:
         n_extra = len(extras_desc)
         expected = 2 + n_extra
         main = self.muscle if self.generic else self.zip_muscle
@@ -365,7 +422,18 @@ class AllPairs(Skeleton):
             r = self.muscle.specialise((Scalar(acc), Scalar(acc)), c_name="skp_red",
                                        checks=checks)
             decl_ex, call_ex = extra_kernel_params(extras_desc, z, 2)
-            if z.checked or r.checked:
+            sides, side_muscles, side_lines = [None, None], [], []
+            first = 0
+            for k, (x, side) in enumerate(zip(operands, "AB", strict=True)):
+                if isinstance(x, RowsExpression):
+                    tm_x, lines, kinds, descs = _expression_side(x, side, first, self.origin,
+                                                                 checks)
+                    first += len(kinds)
+                    sides[k] = (tm_x, kinds, descs)
+                    side_muscles.append(tm_x)
+                    side_lines += lines
+            sides = tuple(sides)
+            if z.checked or r.checked or any(tm_x.checked for tm_x in side_muscles):
                 decl_ex.append(DEBUG_PARAM)
             tail = "".join(", " + x for x in call_ex)
             header = common + [
@@ -376,12 +444,15 @@ class AllPairs(Skeleton):
                 f"#define SKP_RED(x, z) (({c_type(acc)})skp_red((x), (z)))",
                 f"#define SKP_BLOCKED {int(acc.kind == 'f')}",
                 f"#define SKP_COMPENSATED {int(acc.kind == 'f' and self._adds)}",
+                *side_lines,
             ]
             # Translated muscles ask for FP_CONTRACT OFF (operation by operation, as NumPy).
             # The fold's order differs from NumPy's anyway, and fusing the zip's multiply into
             # the reduce's add (one fma, as BLAS does) is both more accurate and 1.5x faster.
-            typed = (z, r)
-            muscles = (z.source + "\n" + r.source).replace(_CONTRACT_OFF, _CONTRACT_ON)
+            typed = (z, r, *side_muscles)
+            # (input expressions keep FP_CONTRACT OFF: equal to the stored values bit for bit)
+            muscles = "".join(tm_x.source + "\n" for tm_x in side_muscles) + \
+                (z.source + "\n" + r.source).replace(_CONTRACT_OFF, _CONTRACT_ON)
             features = feature_dict(z)
             for k, v in feature_dict(r).items():
                 features["reduce_" + k] = v
@@ -389,14 +460,28 @@ class AllPairs(Skeleton):
                   .part(muscles, muscles=typed)
                   .header(header)
                   .file("allpairs.cl")
-                  .data(a_dt, b_dt, acc, *array_extra_dtypes(extras_desc))
+                  .data(a_dt, b_dt, acc, *array_extra_dtypes(extras_desc),
+                        *(c.dtype for x in operands if isinstance(x, RowsExpression)
+                          for c in x.leaves))
                   .build(("skelpy_allpairs_generic",) if self.generic
                          else ("skelpy_allpairs",)))
         features.update({"generic": float(self.generic), "n_extras": float(n_extra)})
         return AllPairsPlan(source=source, out_dtype=acc, muscles=typed, features=features,
                             origin=self.origin, generic=self.generic,
                             itemsizes=(storage_dtype(a_dt).itemsize,
-                                       storage_dtype(b_dt).itemsize))
+                                       storage_dtype(b_dt).itemsize),
+                            sides=(None, None) if self.generic else sides)
+
+
+def _side_key(x):
+    """What of an operand names its plan besides its dtype: an expression's structure."""
+    if not isinstance(x, RowsExpression):
+        return None
+    return (x.key, tuple(input_kind(c) for c in x.leaves))
+
+
+def _is_pending(x) -> bool:
+    return isinstance(x, Container) and x.is_pending
 
 
 def _dataset(plan: AllPairsPlan, n: int, m: int, d: int) -> dict:

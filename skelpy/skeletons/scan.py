@@ -40,12 +40,21 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import Matrix, Vector, empty_like_shape
+from ..containers import Container, Matrix, Vector, array_backend, empty_like_shape
 from ..distribution import scan as distributed_scan
 from ..dtypes import c_type, storage_c_type, storage_dtype
+from ..muscle import Muscle
 from ..muscle.params import Scalar
 from ..tuner.space import Param, ParamSpace, pow2_range
-from .base import Skeleton, checked_signature
+from .arguments import (
+    classify_extras,
+    extra_kernel_args,
+    extra_kernel_params,
+    input_kind,
+    input_muscle_kinds,
+)
+from .base import Skeleton, check_same_shape, checked_signature
+from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import (
     ITEMS_VALUES,
     check_identity,
@@ -63,7 +72,7 @@ from .limits import Legality, Rule, at_least, check_output
 from .plan import Plan, feature_dict
 from .reduce import Reduce
 
-__all__ = ["Scan"]
+__all__ = ["MapScan", "Scan"]
 
 METHODS = ("lookback", "levels")
 
@@ -74,6 +83,8 @@ class ScanPlan(Plan):
 
     sums_differ: bool         # lower levels' sums need their own program (another type)
     status_words: int         # 64-bit words per tile status in the look-back
+    inputs: tuple = ()        # MapScan: the input kinds its map reads (else the one container)
+    n_muscle_inputs: int = 1
 
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_WG={int(point['wg'])}", f"-DSKP_ITEMS={int(point['items'])}")
@@ -145,6 +156,7 @@ class Scan(Skeleton):
         acc = dtype_argument(dtype, out_dtype, self.origin)
         self.out_dtype = None if acc is None else self._dtype_arg(acc, "dtype")
         self._fn = f
+        self.function = f          # the muscle as given (a fused input's MapScan scans it)
         self.identity = check_identity(identity, self.origin)
         self.inclusive = bool(inclusive)
 
@@ -173,6 +185,10 @@ class Scan(Skeleton):
         rt = _rt.current()
         if rt.group is not None:                         # several devices at once
             return distributed_scan.run(self, self._data_input(x), params)
+        if isinstance(x, Container) and x.is_pending:
+            fused = array_backend().fused_scan(self, x, params)   # scanned at each load
+            if fused is not None:
+                return fused
         return self._scan(self._data_input(x), params, None)
 
     # -- on a device group (skelpy.distribution.scan) ---------------------------------------
@@ -203,13 +219,16 @@ class Scan(Skeleton):
             folds[acc] = Reduce(self._fn, self.identity, dtype=acc)
         return folds[acc]
 
-    def _scan(self, c, params, rt: _rt.Runtime | None, carry=None):
+    def _scan(self, c, params, rt: _rt.Runtime | None, carry=None, fused=None):
+        """``fused`` (MapScan): ``(plan, inputs, extra kinds, extra values)``; then ``c`` is
+        the first input (of the result's shape) and the map is evaluated at each load."""
         forced = self._check_params_arg(params)
-        plan = self._plan(c)
+        plan = self._plan(c) if fused is None else fused[0]
         dataset = _dataset(c, plan)
         choice = None
         if rt is None:                   # not a part of a call on a group: the call's device
-            rt, choice = self._runtime_for(plan, dataset, [c],
+            rt, choice = self._runtime_for(plan, dataset, [c] if fused is None else fused[1],
+                                           fused[3] if fused else (),
                                            out_bytes=c.size * plan.out_dtype.itemsize)
         plan.check_device(rt)
         acc = plan.out_dtype
@@ -220,8 +239,18 @@ class Scan(Skeleton):
         if n == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
             return empty_like_shape(c.shape, acc, rt)
+        checks = None
         with self._naming_errors():
-            src = c.device_buffer(rt)
+            if fused is None:
+                src = [c.device_buffer(rt)]
+            else:
+                src = [a for kind, x in zip(plan.inputs, fused[1], strict=True)
+                       for a in kind.kernel_args(x, rt)]
+                src += extra_kernel_args(fused[2], fused[3], plan.muscle,
+                                         plan.n_muscle_inputs, rt, self.origin)
+                checks = check_buffer(plan, rt)
+                if checks is not None:
+                    src.append(checks.buffer)
         inc = int(self.inclusive)
         launched = {}
         origin = self.origin
@@ -240,24 +269,26 @@ class Scan(Skeleton):
                 return []
             return [carry[0], np.int64(-1 if sums else carry[1])]
 
-        def levels(point, buf_in, buf_out, m: int, inclusive: int, sums: int, events: list):
+        def levels(point, ins: list, buf_out, m: int, inclusive: int, sums: int,
+                   events: list):
+            """``ins``: the input's kernel arguments (a buffer, or a fused expression's)."""
             wg, tile = int(point["wg"]), int(point["wg"]) * int(point["items"])
             tiles = -(-m // tile)
             k_tiles = kernel(point, "skelpy_scan_tiles", sums)
             if tiles == 1:
                 events.append(rt.launch(k_tiles, (wg,), (wg,), [
-                    buf_out, buf_in, np.int64(m), ident, np.int32(inclusive), buf_in,
+                    buf_out, *ins, np.int64(m), ident, np.int32(inclusive), buf_out,
                     np.int32(0), *carry_args(sums)], params=point, skeleton=self.kind,
                     origin=origin))
                 return
             partial = rt.allocate(tiles * st.itemsize)
             k_sums = kernel(point, "skelpy_scan_sums", sums)
             events.append(rt.launch(k_sums, (tiles * wg,), (wg,), [
-                partial, buf_in, np.int64(m), ident], params=point, skeleton=self.kind,
+                partial, *ins, np.int64(m), ident], params=point, skeleton=self.kind,
                 origin=origin))
-            levels(point, partial, partial, tiles, 0, 1, events)      # in place, exclusive
+            levels(point, [partial], partial, tiles, 0, 1, events)    # in place, exclusive
             events.append(rt.launch(k_tiles, (tiles * wg,), (wg,), [
-                buf_out, buf_in, np.int64(m), ident, np.int32(inclusive), partial, np.int32(1),
+                buf_out, *ins, np.int64(m), ident, np.int32(inclusive), partial, np.int32(1),
                 *carry_args(sums)], params=point, skeleton=self.kind, origin=origin))
 
         def run(point):
@@ -273,7 +304,7 @@ class Scan(Skeleton):
                                                      nbytes))
                 k = kernel(point, "skelpy_scan_lookback", 0)
                 events.append(rt.launch(k, (tiles * wg,), (wg,), [
-                    dst, src, np.int64(n), ident, np.int32(inc), status, np.int64(tiles),
+                    dst, *src, np.int64(n), ident, np.int32(inc), status, np.int64(tiles),
                     *carry_args(0)], params=point, skeleton=self.kind, origin=origin))
             else:
                 levels(point, src, dst, n, inc, 0, events)
@@ -283,21 +314,39 @@ class Scan(Skeleton):
 
         outcome = self._run_tuned(plan, rt, dataset, forced, run)
         self._record(outcome, launched["g"], launched["l"])
+        if checks is not None:
+            checks.raise_if_failed(self.origin)
         self._chosen(choice, outcome.result)
         return outcome.result
 
-    def _make_plan(self, in_dt: np.dtype) -> ScanPlan:
+    def _make_plan(self, in_dt: np.dtype, expr: tuple | None = None) -> ScanPlan:
+        """``expr`` (MapScan): ``(map_tm, input kinds, declarations, muscle arguments, number
+        of muscle parameters the inputs give)``; the
+        element loaded at ``i`` is then the map's value there, converted as a stored Map
+        result would be (so that fused and unfused scans are equal bit for bit)."""
         acc = fold_dtype(self.muscle, self._fn, in_dt, self.out_dtype, self.origin)
         tm = self.muscle.specialise((Scalar(acc), Scalar(acc)), c_name="skp_scan_op")
         # a float sum's look-back carries are compensated (scan.cl): TwoSum needs a real +
         compensated = acc.kind == "f" and arithmetic_kind(self._fn) == "add"
-        source = (SourceBuilder("scan")
+        if expr is None:
+            load = [f"#define SKP_LOAD_IN(p, i) (({c_type(acc)})(({c_type(in_dt)})(p)[(i)]))"]
+            builder = SourceBuilder("scan")
+        else:
+            map_tm, inputs, decls, call, _n = expr
+            names = [d.split()[-1] for d in decls]
+            load = ["#define SKP_EXPR_DECL " + ", ".join(decls),
+                    "#define SKP_EXPR_ARGS " + ", ".join(names),
+                    f"#define SKP_LOAD_IN(p, i) (({c_type(acc)})(({c_type(in_dt)})"
+                    f"(({storage_c_type(in_dt)})skp_map({', '.join(call)}))))"]
+            builder = SourceBuilder("scan").muscle(map_tm).data(
+                *(k.data_dtype for k in inputs))
+        source = (builder
                   .muscle(tm)
                   .header([
                       f"#define SKP_ACC {c_type(acc)}",
                       f"#define SKP_ACC_ST {storage_c_type(acc)}",
                       f"#define SKP_IN_ST {storage_c_type(in_dt)}",
-                      f"#define SKP_LOAD_IN(p, i) (({c_type(acc)})(({c_type(in_dt)})(p)[(i)]))",
+                      *load,
                       f"#define SKP_COMBINE(a, b) (({c_type(acc)})skp_scan_op((a), (b)))",
                       f"#define SKP_ACC_BITS {64 if storage_dtype(acc).itemsize == 8 else 32}",
                       "#define SKP_BITS(v) " + _BITS[storage_dtype(acc)][0],
@@ -311,14 +360,73 @@ class Scan(Skeleton):
                          key_suffix=f"/inclusive={int(self.inclusive)}"))
         features = feature_dict(tm)
         features["inclusive"] = float(self.inclusive)
+        if expr is not None:
+            for k, v in feature_dict(expr[0]).items():
+                features["map_" + k] = v
         return ScanPlan(
-            source=source, out_dtype=acc, muscles=(tm,), features=features,
-            origin=self.origin,
-            sums_differ=storage_dtype(in_dt) != storage_dtype(acc)
+            source=source, out_dtype=acc, features=features, origin=self.origin,
+            muscles=(tm,) if expr is None else (expr[0], tm),
+            inputs=() if expr is None else tuple(expr[1]),
+            n_muscle_inputs=1 if expr is None else expr[4],
+            # the sums are read by a program of their own when the input is an expression
+            sums_differ=expr is not None or storage_dtype(in_dt) != storage_dtype(acc)
             or (in_dt == np.bool_) != (acc == np.bool_),
             # 64-bit words per tile status in the look-back: 32 bits of payload each
             status_words=(2 if storage_dtype(acc).itemsize == 8 else 1)
             * (2 if compensated else 1))
+
+
+class MapScan(Scan):
+    """``MapScan(map_f, f, identity, inputs=k)(x1, ..., xk, *extras)``: the scan of
+    ``map_f(x1[i], ..., xk[i], *extras)`` in the scan's own kernel, never storing the mapped
+    values (the inputs are read through their kinds: containers or views; extras are
+    numbers). It is how a pending array value or Map result is scanned in one kernel
+    (``skelpy.array.chains``); the result equals ``Scan(f, identity)(Map(map_f)(...))`` bit
+    for bit. Not on a device group."""
+
+    def __init__(self, map_f, f, identity, *, inputs: int, inclusive: bool = False,
+                 dtype=None):
+        self.map_muscle = map_f if isinstance(map_f, Muscle) else Muscle(map_f)
+        super().__init__(f, identity, inclusive=inclusive, dtype=dtype)
+        self.inputs = int(inputs)
+
+    @property
+    def origin(self) -> str:
+        return f"MapScan({self.map_muscle.origin}, {self.muscle.origin})"
+
+    def __call__(self, *args, params: Mapping | None = None) -> Vector | Matrix:
+        self._ready()
+        plan, inputs, descs, values = self._fused_signature(args)
+        return self._scan(inputs[0], params, None, fused=(plan, inputs, descs, values))
+
+    def source(self, *args, params: Mapping | None = None) -> str:
+        """The OpenCL C program a call with these arguments builds (Skeleton.source)."""
+        return Skeleton.source(self, *args, params=params)
+
+    def _describe(self, args, **_options):
+        plan, inputs, _descs, _values = self._fused_signature(args)
+        return plan, _dataset(inputs[0], plan)
+
+    def _fused_signature(self, args):
+        inputs = [self._container(a, f"input {k + 1}") for k, a in
+                  enumerate(args[:self.inputs])]
+        check_same_shape(self.origin, inputs)
+        descs, values = classify_extras(list(args[self.inputs:]), self.origin)
+        kinds = tuple(input_kind(c) for c in inputs)
+        sig = (kinds, tuple(descs))
+        plan = self._plans.get(sig)
+        if plan is None:
+            mkinds, n_in = input_muscle_kinds(kinds, descs, self.map_muscle.n_params)
+            map_tm = self.map_muscle.specialise(mkinds, c_name="skp_map",
+                                                checks=self._checks())
+            decl_ex, call_ex = extra_kernel_params(descs, map_tm, n_in)
+            decls = [d for k, inp in enumerate(kinds) for d in inp.declarations(k)] + decl_ex
+            if map_tm.checked:
+                decls.append(DEBUG_PARAM)
+            call = [inp.read(k, "(i)") for k, inp in enumerate(kinds)] + call_ex
+            plan = self._plans[sig] = self._make_plan(
+                map_tm.out_dtype, (map_tm, kinds, decls, call, n_in))
+        return plan, inputs, descs, values
 
 
 def _dataset(c, plan: ScanPlan) -> dict:
