@@ -109,7 +109,10 @@ def lodo(sets: Sequence[training_data.DeviceData], *, trees: int = zero_shot.TRE
         dflt = [r["default"] for r in rows if r["default"]]
         out["devices"][dev] = {
             "scenarios": len(rows), "kernels": len({r["kernel"] for r in rows}),
-            "trained_on": sorted({sd.device for sd in train_all}),
+            # the devices of its kind: the model of a kind is trained on those only
+            "trained_on": sorted({sd.device for sd in train_all
+                                  if tmodel.device_kind(sd.features)
+                                  == tmodel.device_kind(test[0].features)}),
             "zero_shot_geomean": geomean(perf),
             "zero_shot_median": statistics.median(perf) if perf else None,
             "default_geomean": geomean(dflt),
@@ -124,7 +127,8 @@ def print_lodo(res: dict[str, Any]) -> None:
     for dev, d in res["devices"].items():
         print(f"{dev[:64]:<64} {d['scenarios']:>5} {d['zero_shot_geomean']:>9.1%} "
               f"{d['zero_shot_median']:>7.1%} {d['default_geomean']:>8.1%}"
-              f"   (model for {d['model_used']}; trained on {len(d['trained_on'])} devices)")
+              f"   (model for {d['model_used']}; trained on {len(d['trained_on'])} "
+              "device(s) of its kind)")
 
 
 def load_sets(paths: Sequence[str] | None) -> list[training_data.DeviceData]:
