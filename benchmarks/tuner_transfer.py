@@ -142,7 +142,9 @@ def load_sets(paths: Sequence[str] | None) -> list[training_data.DeviceData]:
 
 
 def main_lodo(paths: Sequence[str], out: Path, leave_kernels_out: bool,
-              confirm: bool = False) -> int:
+              confirm: int | None = None) -> int:
+    """``confirm``: None, no confirmation round; 0, of every scenario of this machine's
+    device; N, of its first N."""
     sets = load_sets(paths)
     if len(sets) < 2:
         print("leave-one-device-out needs the data of at least two devices")
@@ -154,9 +156,9 @@ def main_lodo(paths: Sequence[str], out: Path, leave_kernels_out: bool,
         res = lodo(sets, leave_kernels_out=lko)
         print_lodo(res)
         results["kernels_left_out" if lko else "same_kernels"] = res
-        if confirm and not lko:
+        if confirm is not None and not lko:
             print("\n== confirmation round on this machine's held-out device ==")
-            c = results["confirmed"] = confirm_lodo(res, sets)
+            c = results["confirmed"] = confirm_lodo(res, sets, limit=confirm or None)
             if c.get("summary"):
                 print(f"{c['device']}: {c['scenarios']} scenarios: "
                       + ", ".join(f"{k} {v:.1%}" for k, v in c["summary"].items()))
