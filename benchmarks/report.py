@@ -595,8 +595,13 @@ def new_machine_section(results: Path | None) -> list[str]:
           "A model trained on the other devices' shipped data only picks, for each scenario "
           "of the held-out device, one of the points measured there; performance is the best "
           "measured point's time over the pick's (the sweep's oracle: no confirmation round "
-          "for data from other machines, so the ratios are conservative). A model never "
-          "predicts for a kind of device it has no data of: then the default runs.", ""]
+          "for data from other machines, so the ratios are conservative). The model of a "
+          "kind of device (GPU, CPU) is trained on the devices of that kind only, and never "
+          "predicts for a kind it has no data of: then the default runs. The shipped model "
+          "checks each kind's groups the same way, one device of the kind left out at a "
+          "time, and keeps the default for a kind whose picks did not beat it "
+          "(`zero_shot.across_devices`; with one device of a kind, as here, nothing to check "
+          "against).", ""]
     lodo = _json_files(results, "tuner_lodo.json")
     if lodo:
         doc = lodo[0][1]
@@ -611,9 +616,19 @@ def new_machine_section(results: Path | None) -> list[str]:
                          "default (geomean)", "model used for", "trained on"],
                         [[dev, str(r["scenarios"]), fmt_pct(r["zero_shot_geomean"]),
                           fmt_pct(r["zero_shot_median"]), fmt_pct(r["default_geomean"]),
-                          str(r["model_used"]), str(len(r["trained_on"])) + " devices"]
+                          str(r["model_used"]),
+                          f"{len(r['trained_on'])} of its kind"]
                          for dev, r in res["devices"].items()])
             L.append("")
+        conf = doc.get("confirmed") or {}
+        if conf.get("summary"):
+            s = conf["summary"]
+            L += [f"Confirmed on this machine ({conf['device']}, {conf['scenarios']} "
+                  f"scenarios rebuilt; the sweep's best {conf['top']}, the default and the "
+                  f"zero-shot pick measured again, interleaved, {conf['rounds']} rounds): "
+                  f"default {fmt_pct(s['default'])} (sweep {fmt_pct(s['sweep_default'])}), "
+                  f"zero-shot {fmt_pct(s['zero_shot'])} (sweep "
+                  f"{fmt_pct(s['sweep_zero_shot'])}) of the confirmed best.", ""]
     else:
         L += ["Not run yet: `python -m benchmarks.tuner_eval --lodo`.", ""]
     L += ["### After `skelpy tune` on a fresh store", "",

@@ -1133,6 +1133,10 @@ def main(argv=None) -> int:
     ap.add_argument("--leave-kernels-out", action="store_true",
                     help="--lodo: also leave every device's scenarios of the held-out "
                     "scenario's kernel out of training")
+    ap.add_argument("--lodo-confirm", nargs="?", type=int, const=0, default=None,
+                    metavar="N", help="--lodo: where the held-out device is this machine's, "
+                    "measure its scenarios' (the first N; all without N) sweep best, default "
+                    "and zero-shot pick again, interleaved")
     ap.add_argument("--new-device", action="store_true",
                     help="issue 18's acceptance run: fresh store, `skelpy tune` with its "
                     "default budget (or --minutes), then held-out kernels against their "
@@ -1173,7 +1177,8 @@ def main(argv=None) -> int:
     if args.lodo is not None:
         from benchmarks import tuner_transfer
 
-        return tuner_transfer.main_lodo(args.lodo, Path(args.out), args.leave_kernels_out)
+        return tuner_transfer.main_lodo(args.lodo, Path(args.out), args.leave_kernels_out,
+                                        confirm=args.lodo_confirm)   # None: no round
     if args.device:
         sk.use(args.device)
     is_cpu = not sk.current_device().features.get("dev_is_gpu", 1.0)

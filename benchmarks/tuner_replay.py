@@ -54,7 +54,8 @@ def replay(result: dict[str, Any], data: training_data.DeviceData) -> dict[str, 
                                "default": best / sd.times[sd.default_key]
                                if sd.default_key in sd.times else None}
         for name, m in models.items():
-            k, _src = pick(m.groups.get(tmodel.signature(sd.names)), sd)
+            k, _src = pick(tmodel.group_for(m.groups, tmodel.signature(sd.names),
+                                            tmodel.device_kind(sd.features)), sd)
             row[name] = best / sd.times[k]
         run = confirmed.get((sd.group, size), {})
         row["run_confirmed"] = {m: run.get(m) for m in ("default", "zero_shot", "tuned")}

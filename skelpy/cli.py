@@ -255,8 +255,10 @@ def _train(store: _store.Store, device: str, model: Any = None,
     n = sum(local.values())
     _print(f"trained {device} in {seconds:.0f} s: {n} measured "
            f"scenario{'' if n == 1 else 's'}, {m.n_measurements} measurements on this machine")
-    for sig in sorted(set(local) | set(m.groups)):
-        g = m.groups.get(sig)
+    kind = _model.device_kind(store.devices().get(device, {}))
+    for sig in sorted(set(local) | {g.sig for g in m.groups.values()
+                                    if not g.kinds or kind in g.kinds}):
+        g = _model.group_for(m.groups, sig, kind)
         mine = local.get(sig, 0)
         if g is None:
             _print(f"  [{sig}] {mine} scenario(s): not modelled (a model needs "

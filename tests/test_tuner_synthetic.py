@@ -91,7 +91,9 @@ def _kit():
 
 def test_run_cases_shows_progress_over_programs_and_points(capsys):
     cases = synthetic.generate(2, kinds=["map", "zip"], sizes_1d=(4096,))
-    res = synthetic.run_cases(cases, _kit(), progress=True, minutes=0.3)
+    # a budget that ends in the first program's sweep: the second is skipped for time (every
+    # point is a program build; a cold PoCL compiles each for about a second)
+    res = synthetic.run_cases(cases, _kit(), progress=True, minutes=0.1)
     assert res["done"] + [n for n, _ in res["failed"]] + res["skipped"] == [c.name for c in cases]
     assert res["done"] and not res["failed"]
     err = capsys.readouterr().err
@@ -146,8 +148,12 @@ def test_map_exhaustive_with_a_deadline_and_online_stay_correct():
     assert tstore.get_store().count_measurements() >= 3
 
 
-def test_cli_tune_synthetic_runs_and_trains(capsys):
+def test_cli_tune_synthetic_runs_and_trains(capsys, monkeypatch):
     from skelpy import cli
+    from skelpy.tuner import budget
+
+    monkeypatch.setattr(budget, "ROUND_LIMITS", (3,))       # a few builds: cold-cheap
+    monkeypatch.setenv("SKELPY_TUNE_PRETRAINED", "off")      # trains on this run's data only
 
     rc = cli.main(["tune", "--synthetic", "1", "--kinds", "map", "--sizes-1d", "4096",
                    "--minutes", "0.3", "--quiet"])

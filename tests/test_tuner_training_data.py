@@ -142,8 +142,12 @@ def test_a_device_starts_from_the_others_and_its_training_weights_its_own(tmp_pa
     store = _fill("Dev B", [0, 1, 2, 3, 5, 6])
     b = training_data.from_store(store, "Dev B")
     shipped = zero_shot.build([b], trees=4, depth=8)
-    g = shipped.groups["wg,coarsen,blocked"]
+    # one group per signature and kind of device (Dev B's kind only)
+    assert list(shipped.groups) == [tmodel.kind_key("wg,coarsen,blocked", "gpu")]
+    g = tmodel.group_for(shipped.groups, "wg,coarsen,blocked", "gpu")
+    assert g is not None and tmodel.group_for(shipped.groups, "wg,coarsen,blocked", "cpu") is None
     assert g.origin == "shipped" and g.n_scenarios == 12 and g.speedup is not None
+    assert not g.validation and not g.keeps_default      # one device: nothing to check
     _fill("Dev A", [4])
     m = zero_shot.train(tstore.get_store(), "Dev A", shipped=[b], base=shipped,
                         n_estimators=4, validate=False)
@@ -180,3 +184,48 @@ def test_the_shipped_model_predicts_for_gpus_and_cpus_but_never_for_an_unseen_ki
     assert sources == {"gpu": "model", "cpu": "model", "accelerator": "default"}
     assert tmodel.device_kind({"dev_is_gpu": 0.0, "dev_is_other": 1.0}) == "other"
     assert tmodel.device_kind({"dev_is_gpu": 0.0}) == "cpu"       # data from before the flag
+
+
+def _kind_scenario(device: str, i: int, best: int, *, gpu: bool) -> tmodel.ScenarioData:
+    """A scenario of 8 work-group sizes (enough to count as evidence): ``best`` fastest, the
+    default (4) second, every other size 3x slower."""
+    sizes = (1, 2, 4, 8, 16, 32, 64, 128)
+    times = {tstore.params_json({"wg": w}): 1.0 if w == best else 1.2 if w == 4 else 3.0
+             for w in sizes}
+    space = {"default": {"wg": 4}, "params": [{"name": "wg", "numeric": True,
+                                                "values": list(sizes)}]}
+    sd = tmodel.ScenarioData(f"{device}{i}", f"k{i}", "map",
+                             {"dev_is_gpu": 1.0 if gpu else 0.0, "k_reads": float(i),
+                              "ds_log2_elements": 20.0, "sk_map": 1.0}, space, times)
+    sd.device = device
+    return sd
+
+
+def test_the_shipped_model_keeps_the_default_for_a_kind_whose_devices_disagree():
+    """Leave-one-device-out within each kind of device decides whether the shipped model
+    may leave the default for that kind: two CPUs whose best points differ (each one's picks
+    from the other's data lose to the default) keep it; two GPUs that agree do not."""
+    def data(device, best, gpu):
+        return training_data.DeviceData(device, {}, [
+            _kind_scenario(device, i, best, gpu=gpu) for i in range(6)])
+    sets = [data("cpu-a", 16, False), data("cpu-b", 128, False),
+            data("gpu-a", 16, True), data("gpu-b", 16, True)]
+    m = zero_shot.build(sets, trees=4, depth=6)
+    cpu = tmodel.group_for(m.groups, "wg", "cpu")
+    gpu = tmodel.group_for(m.groups, "wg", "gpu")
+    assert cpu.kinds == ["cpu"] and gpu.kinds == ["gpu"]
+    assert cpu.keeps_default and cpu.validation["use"] == "default"
+    assert cpu.validation["scores"]["devices"] < 1.0            # the picks lost
+    assert not gpu.keeps_default and gpu.validation["scores"]["devices"] > 1.1
+    # a device never measured: the GPU model picks the best point, the CPU one the default
+    for g, want in ((gpu, 16), (cpu, 4)):
+        sd = _kind_scenario("new", 9, 16, gpu=g is gpu)
+        cand = tmodel.CandidateSet([json.loads(k) for k in sd.times], ["wg"], {"wg": True})
+        i = tmodel.choose(g, sd.features, cand, set(), default=cand.index_of({"wg": 4}))
+        assert cand.points[i]["wg"] == want
+    # and the verdicts survive the model file
+    from skelpy.tuner import model_files
+
+    back = model_files.from_bytes(model_files.to_bytes(m))
+    assert set(back.groups) == set(m.groups)
+    assert tmodel.group_for(back.groups, "wg", "cpu").keeps_default

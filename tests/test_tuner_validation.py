@@ -110,7 +110,7 @@ def test_the_shipped_group_serves_where_it_validates_better_than_the_local_model
     """Other devices' well-fed data (the shipped model) beats a local model that learnt
     nothing on this device's scenarios: the shipped group is the one used."""
     ship = zero_shot.build([_device_data("Old GPU", _well_fed("Old GPU", kernels=12))],
-                           trees=8, depth=10).groups[SIG]
+                           trees=8, depth=10).groups[tmodel.kind_key(SIG, "gpu")]
     # this device behaves like the old one but measured only the default, wg=32 and a few
     keys = [DEFAULT, OTHER] + [k for k in _well_fed(kernels=1)[0].times
                                if k not in (DEFAULT, OTHER)][:validation.MIN_POINTS - 2]

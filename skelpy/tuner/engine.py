@@ -321,11 +321,12 @@ class Call:
             return None
         info = space_info(req.space)
         kind = _model.device_kind(req.device.features)
-        gm = dm.groups.get(info.sig)
+        gm = _model.group_for(dm.groups, info.sig, kind)
         if gm is not None:
-            return (gm, info.candidates, {}) if not gm.kinds or kind in gm.kinds else None
+            return gm, info.candidates, {}
         names = set(info.names)
-        for sig, g in dm.groups.items():
+        for g in dm.groups.values():
+            sig = g.sig
             known = sig.split(",")
             if not set(known) < names or (g.kinds and kind not in g.kinds):
                 continue

@@ -78,6 +78,23 @@ def device_kind(features: Mapping[str, float]) -> str:
     return "other" if features.get("dev_is_other", 0.0) else "cpu"
 
 
+def kind_key(sig: str, kind: str) -> str:
+    """The key of a group trained on one kind of device only (the shipped model keeps one per
+    kind: leave-one-device-out found a GPU's picks better from GPUs' data alone)."""
+    return f"{sig}@{kind}"
+
+
+def group_for(groups: Mapping[str, GroupModel], sig: str, kind: str) -> GroupModel | None:
+    """The group of ``groups`` that predicts signature ``sig`` for a device of ``kind``: one
+    trained for it (this device's own, keyed by ``sig``) before one trained on that kind of
+    device (:func:`kind_key`); None if neither has seen that kind of device."""
+    for key in (sig, kind_key(sig, kind)):
+        g = groups.get(key)
+        if g is not None and (not g.kinds or kind in g.kinds):
+            return g
+    return None
+
+
 def default_method(device_features: Mapping[str, float]) -> tuple[str, str]:
     """The (approach, coarsening strategy) measured best for this kind of device."""
     kind = "gpu" if device_features.get("dev_is_gpu", 1.0) else "cpu"

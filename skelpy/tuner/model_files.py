@@ -59,7 +59,7 @@ def to_bytes(model: DeviceModel) -> bytes:
                              "classes": [_plain(c) for c in f.classes]}
             for part in ("feature", "threshold", "children", "value", "roots"):
                 arrays[f"g{i}.{name}.{part}"] = np.ascontiguousarray(getattr(f, part))
-        groups.append({"sig": sig, "scen_schema": list(g.scen_schema.names),
+        groups.append({"sig": g.sig, "key": sig, "scen_schema": list(g.scen_schema.names),
                        "point_schema": list(g.point_schema.names), "classes": g.classes,
                        "plausible": list(g.plausible), "n_scenarios": int(g.n_scenarios),
                        "n_rows": int(g.n_rows), "origin": g.origin, "n_local": int(g.n_local),
@@ -140,7 +140,7 @@ def from_bytes(data: bytes) -> DeviceModel:
                          for p in ("feature", "threshold", "children", "value", "roots")}
                 setattr(g, name, _forest(parts, fd, n_features,
                                          len(g.scen_schema) if name == "classifier" else None))
-            groups[g.sig] = g
+            groups[str(gd.get("key", g.sig))] = g
         return DeviceModel(str(meta["device"]), int(meta["n_measurements"]), groups,
                            float(meta["trained_at"]))
     except (KeyError, TypeError, ValueError) as exc:
