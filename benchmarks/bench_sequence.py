@@ -43,10 +43,12 @@ G5 = np.array([0.054489, 0.244201, 0.402620, 0.244201, 0.054489], np.float32)  #
 G3 = np.array([0.25, 0.5, 0.25], np.float32)
 TAN22 = np.float32(0.41421356)
 LOW, HIGH = np.int32(16 * 20), np.int32(16 * 60)     # thresholds on the magnitude x 16
-TILES = ({"fu_wc": 32, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1},
-         {"fu_wc": 64, "fu_wr": 4, "fu_cr": 4, "fu_cc": 1},
-         {"fu_wc": 32, "fu_wr": 4, "fu_cr": 4, "fu_cc": 2},
-         {"fu_wc": 16, "fu_wr": 16, "fu_cr": 2, "fu_cc": 2})
+TILES = ({"fu_wc": 32, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1, "fu_flat": 1},
+         {"fu_wc": 32, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1, "fu_flat": 0},
+         {"fu_wc": 64, "fu_wr": 4, "fu_cr": 4, "fu_cc": 2, "fu_flat": 1},
+         {"fu_wc": 32, "fu_wr": 8, "fu_cr": 2, "fu_cc": 2, "fu_flat": 1},
+         {"fu_wc": 16, "fu_wr": 16, "fu_cr": 2, "fu_cc": 2, "fu_flat": 1},
+         {"fu_wc": 32, "fu_wr": 4, "fu_cr": 8, "fu_cc": 2, "fu_flat": 1})
 
 
 def gauss5(nb):
@@ -177,7 +179,7 @@ def bench_case(name: str, n: int, reps: int, tiles) -> list[dict]:
         except sk.SkelpyError as exc:      # a tile the device refuses
             rows.append({"case": name, "size": n, "run": f"fused {p}", "error": str(exc)[:80]})
             continue
-        tile = {k: ln.params[k] for k in ("fu_wc", "fu_wr", "fu_cr", "fu_cc")}
+        tile = {k: ln.params[k] for k in ("fu_wc", "fu_wr", "fu_cr", "fu_cc", "fu_flat")}
         rows.append({"case": name, "size": n, "run": "fused" if p == {"fuse": 1} else "fused tile",
                      "tile": tile, "ms": t * 1e3, "speedup": t_staged / t, "fused": True,
                      "equal": bool(np.array_equal(out.to_numpy(), ref))})

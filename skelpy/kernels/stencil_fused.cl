@@ -32,6 +32,24 @@
  * work-item along rows and columns of the tile).
  */
 
+/* The cells (t, u) of a RR_ x RC_ region, spread over the work-group: SKP_FU_FLAT 1 numbers
+ * them row by row and deals them out in turn (every work-item busy, consecutive work-items on
+ * consecutive cells: coalesced loads and stores); 0 gives work-item (lr, lc) the rows
+ * lr + i * WR and the columns lc + j * WC. */
+#if SKP_FU_FLAT
+#define SKP_FU_CELLS(RR_, RC_)                                                               \
+    for (int skp_q = lr * SKP_FU_WC + lc; skp_q < (RR_) * (RC_);                             \
+         skp_q += SKP_FU_WC * SKP_FU_WR) {                                                   \
+        const int t = skp_q / (RC_), u = skp_q - skp_q / (RC_) * (RC_);                      \
+        {
+#define SKP_FU_END_CELLS }}
+#else
+#define SKP_FU_CELLS(RR_, RC_)                                                               \
+    for (int t = lr; t < (RR_); t += SKP_FU_WR) {                                            \
+        for (int u = lc; u < (RC_); u += SKP_FU_WC) {
+#define SKP_FU_END_CELLS }}
+#endif
+
 #if SKP_FU_WRAPALL
 #define SKP_FU_GRID(x, n) skp_tb_remap((x), (n), SKP_TB_WRAP)
 #else
@@ -46,9 +64,8 @@
     {                                                                                        \
         const int skp_rb = r0 - SKP_FU_CAT(SKP_FU_HN, k);                                    \
         const int skp_cb = c0 - SKP_FU_CAT(SKP_FU_GW, k);                                    \
-        for (int t = lr; t < SKP_FU_RR(k1); t += SKP_FU_WR) {                                \
-            const int gr = r0 - SKP_FU_CAT(SKP_FU_HN, k1) + t;                               \
-            for (int u = lc; u < SKP_FU_RC(k1); u += SKP_FU_WC) {                            \
+        SKP_FU_CELLS(SKP_FU_RR(k1), SKP_FU_RC(k1))                                         \
+                const int gr = r0 - SKP_FU_CAT(SKP_FU_HN, k1) + t;                           \
                 const int gc = c0 - SKP_FU_CAT(SKP_FU_GW, k1) + u;                           \
                 const bool skp_in = (uint)gr < (uint)rows && (uint)gc < (uint)cols;          \
                 if (LAST && !skp_in)                                                         \
@@ -74,8 +91,7 @@
                     out[(SKP_IDX_T)gr * cols + gc] = v;                                      \
                 else                                                                         \
                     DST[t * SKP_FU_RC(k1) + u] = v;                                          \
-            }                                                                                \
-        }                                                                                    \
+        SKP_FU_END_CELLS                                                                     \
         if (!LAST)                                                                           \
             barrier(CLK_LOCAL_MEM_FENCE);                                                    \
     }
@@ -97,9 +113,8 @@ void skelpy_stencil_fused(__global SKP_FU_OUT_ST* restrict out,
 
     /* level 0: the input over its region (in an edge tile only the cells in the matrix, or
      * the periodic continuation when every stage wraps) */
-    for (int t = lr; t < SKP_FU_RR(0); t += SKP_FU_WR) {
-        const int gr = r0 - SKP_FU_HN0 + t;
-        for (int u = lc; u < SKP_FU_RC(0); u += SKP_FU_WC) {
+    SKP_FU_CELLS(SKP_FU_RR(0), SKP_FU_RC(0))
+            const int gr = r0 - SKP_FU_HN0 + t;
             const int gc = c0 - SKP_FU_GW0 + u;
             if (interior) {
                 skp_lv0[t * SKP_FU_RC(0) + u] = in[(SKP_IDX_T)gr * cols + gc];
@@ -109,8 +124,7 @@ void skelpy_stencil_fused(__global SKP_FU_OUT_ST* restrict out,
             } else if ((uint)gr < (uint)rows && (uint)gc < (uint)cols) {
                 skp_lv0[t * SKP_FU_RC(0) + u] = in[(SKP_IDX_T)gr * cols + gc];
             }
-        }
-    }
+    SKP_FU_END_CELLS
     barrier(CLK_LOCAL_MEM_FENCE);
 
     SKP_FU_STAGES

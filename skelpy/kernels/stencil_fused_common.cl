@@ -13,6 +13,9 @@
 #ifndef SKP_FU_CC
 #define SKP_FU_CC 1
 #endif
+#ifndef SKP_FU_FLAT
+#define SKP_FU_FLAT 1
+#endif
 
 #define SKP_FU_TH (SKP_FU_WR * SKP_FU_CR)
 #define SKP_FU_TW (SKP_FU_WC * SKP_FU_CC)

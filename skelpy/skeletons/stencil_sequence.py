@@ -217,6 +217,7 @@ class StencilSequence:
                 raise ParameterError(f"{self.origin}: params {dict(forced)}: this sequence "
                                      f"cannot run fused ({why}); use fuse=0 or leave it out")
             return None
+        forced = _with_tile(fplan, forced, rt)
         bounds = self._bind_all(src, extras)
         rows, cols = src.shape
         note: dict = {}
@@ -284,7 +285,8 @@ class StencilSequence:
         if all(p is None for p in stage_params):
             fplan = self.fused_plan(src, extras)
             if not isinstance(fplan, str):
-                req = self._fused_request(fplan, src, 1, fused_forced, rt)
+                req = self._fused_request(fplan, src, 1, _with_tile(fplan, fused_forced, rt),
+                                          rt)
                 point, _source = tuner.choose_params(req)
                 if int(point["fuse"]):
                     return (f"/* fused: {len(self.stages)} stages in one kernel, "
@@ -342,3 +344,12 @@ class StencilSequence:
         if isinstance(params, Sequence) and not isinstance(params, str) and len(params) == n:
             return None, list(params)
         raise ParameterError(f"{self.origin}: params must be a dict or a list of {n} dicts")
+
+
+def _with_tile(fplan, forced: dict | None, rt) -> dict | None:
+    """``{"fuse": 1}`` alone runs the tile a GPU starts from (:meth:`FusedPlan.best_tile`)."""
+    if forced is not None and int(forced.get("fuse", 0)) == 1 and not set(forced) - {"fuse"}:
+        tile = fplan.best_tile(rt.device)
+        if tile is not None:
+            return tile
+    return forced
