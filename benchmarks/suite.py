@@ -16,6 +16,9 @@ one part's device state cannot colour the next one's timings):
     tuner_eval            [Cummins 2018]'s tuner evaluation (ch. 7) (opt-in: --only tuner_eval)
     temporal              iterated stencils in passes of t steps vs single steps, GCell-steps/s
                           beside the copy bound (opt-in: --only temporal; bench_temporal.py)
+    sequence              stencil sequences fused into one kernel vs staged (Canny: Gaussian ->
+                          Sobel -> NMS), bitwise checked (opt-in: --only sequence;
+                          bench_sequence.py)
     fusion                array expressions fused into one kernel vs hand-written, MapReduce
                           and CuPy (opt-in: --only fusion; bench_fusion.py)
     multidev              Map, Zip, Reduce, dot, Scan, matmul, heat, Gaussian, Life on 1 vs
@@ -64,7 +67,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SCHEMA = "skelpy-bench-suite/1"
 
 PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning", "tuner_eval",
-         "temporal", "fusion", "multidev")
+         "temporal", "sequence", "fusion", "multidev")
 DEFAULT_PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning")
 ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_allpairs",
            "allpairs": "reduce_scan_allpairs", "matmul": "reduce_scan_allpairs",
@@ -72,7 +75,7 @@ ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_
            "elementwise": "extras", "cupy": "extras"}
 # Share of the budget per part (relative weights).
 WEIGHTS = {"map": 1.0, "reduce_scan_allpairs": 2.0, "stencil": 4.0, "extras": 1.0,
-           "tuning": 2.0, "tuner_eval": 4.0, "temporal": 2.0, "fusion": 1.0,
+           "tuning": 2.0, "tuner_eval": 4.0, "temporal": 2.0, "sequence": 1.0, "fusion": 1.0,
            "multidev": 2.0}
 SCALES = ("tiny", "quick", "medium", "full")
 # Rough seconds per part and scale on the reference machines (a 2-core PoCL CPU with a cold
@@ -83,12 +86,14 @@ EST_SECONDS = {
     "cpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 30, 70),
             "stencil": (10, 25, 50, 200), "extras": (4, 6, 12, 30),
             "tuning": (10, 40, 90, 150), "tuner_eval": (40, 240, 480, 1200),
-            "temporal": (15, 50, 150, 400), "fusion": (30, 60, 120, 240),
+            "temporal": (15, 50, 150, 400), "sequence": (30, 90, 200, 400),
+            "fusion": (30, 60, 120, 240),
             "multidev": (20, 60, 120, 300)},
     "gpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 25, 60),
             "stencil": (10, 30, 80, 200), "extras": (4, 6, 10, 20),
             "tuning": (10, 40, 80, 150), "tuner_eval": (40, 240, 480, 1200),
-            "temporal": (15, 180, 600, 1800), "fusion": (20, 40, 90, 180),
+            "temporal": (15, 180, 600, 1800), "sequence": (10, 60, 150, 300),
+            "fusion": (20, 40, 90, 180),
             "multidev": (20, 60, 150, 400)},
 }
 STENCIL_SET = "game_of_life,heat_5pt,gaussian_5x5,gaussian_11x11,canny"
@@ -191,6 +196,11 @@ def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
         if sc.name == "tiny":
             return ["--scale", "tiny", "--reps", "2", "--iterations", "4"]
         return ["--scale", sc.name]
+    if part == "sequence":
+        if sc.name == "tiny":
+            return ["--sizes", "64", "--reps", "2", "--cases", "canny"]
+        return (["--quick"] if quick else []) + (["--sizes", "512"] if not gpu and quick
+                                                 else [])
     if part == "temporal":
         if sc.name == "tiny":
             return ["--quick", "--sizes", "64", "--iterations", "4", "--cases", "heat"]
@@ -345,7 +355,8 @@ def _child(part: str, dump: Path, parts_dir: Path, argv: list[str]) -> int:
         import common as plain_common  # the name bench_reduce_scan_allpairs imports
         plain_common.RESULTS_DIR = parts_dir
     out = ["--out", str(parts_dir)] if part in ("reduce_scan_allpairs", "stencil",
-                                                 "tuner_eval", "temporal") else []
+                                                 "tuner_eval", "temporal",
+                                                 "sequence") else []
     if part == "map":
         from benchmarks import bench_map as mod
         data = mod.main(argv)
@@ -369,6 +380,9 @@ def _child(part: str, dump: Path, parts_dir: Path, argv: list[str]) -> int:
                                          "notes", "failures", "not_swept", "when")}
     elif part == "temporal":
         from benchmarks import bench_temporal as mod
+        data = mod.main(argv + out)
+    elif part == "sequence":
+        from benchmarks import bench_sequence as mod
         data = mod.main(argv + out)
     elif part == "fusion":
         from benchmarks import bench_fusion as mod
@@ -1095,6 +1109,8 @@ def merge(meta: dict, raw: dict[str, dict]) -> dict:
         doc["tuner_eval"] = raw["tuner_eval"]
     if "temporal" in raw:
         doc["temporal"] = raw["temporal"]
+    if "sequence" in raw:
+        doc["sequence"] = raw["sequence"]
     if "fusion" in raw:
         doc["fusion"] = raw["fusion"]
     if "multidev" in raw:
