@@ -12,8 +12,8 @@ Cases (the issue's showcase is Canny, smoothing -> Sobel -> non-maximum suppress
 - ``canny_sep``: the same with the Gaussian as two 1-D stencils (rows >> columns), 4 stages;
 - ``blur_lap``: Gaussian 3x3 >> Laplacian (float32, nearest), two light stages.
 
-For each case and size it times, with OpenCL profiling events (minimum over ``--reps`` calls,
-all launches of a call summed): ``staged`` (``params={"fuse": 0}``: one kernel per stage, each
+For each case and size it times, with OpenCL profiling events (minimum over ``--reps`` rounds
+that run every variant once, all launches of a call summed): ``staged`` (``params={"fuse": 0}``: one kernel per stage, each
 at the parameters skelpy chooses), ``fused`` (``params={"fuse": 1}``: the fused tile skelpy
 chooses) and a few other fused tiles, and ``default`` (no params: what the tuner decides, and
 whether that ran fused). Every fused result is compared bit for bit with the staged one.
@@ -43,12 +43,14 @@ G5 = np.array([0.054489, 0.244201, 0.402620, 0.244201, 0.054489], np.float32)  #
 G3 = np.array([0.25, 0.5, 0.25], np.float32)
 TAN22 = np.float32(0.41421356)
 LOW, HIGH = np.int32(16 * 20), np.int32(16 * 60)     # thresholds on the magnitude x 16
-TILES = ({"fu_wc": 32, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1, "fu_flat": 1},
+TILES = ({"fu_wc": 32, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1, "fu_flat": 2},
+         {"fu_wc": 32, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1, "fu_flat": 1},
          {"fu_wc": 32, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1, "fu_flat": 0},
          {"fu_wc": 64, "fu_wr": 4, "fu_cr": 4, "fu_cc": 2, "fu_flat": 1},
          {"fu_wc": 32, "fu_wr": 8, "fu_cr": 2, "fu_cc": 2, "fu_flat": 1},
          {"fu_wc": 16, "fu_wr": 16, "fu_cr": 2, "fu_cc": 2, "fu_flat": 1},
-         {"fu_wc": 32, "fu_wr": 4, "fu_cr": 8, "fu_cc": 2, "fu_flat": 1})
+         {"fu_wc": 32, "fu_wr": 4, "fu_cr": 8, "fu_cc": 2, "fu_flat": 1},
+         {"fu_wc": 64, "fu_wr": 4, "fu_cr": 8, "fu_cc": 1, "fu_flat": 2})
 
 
 def gauss5(nb):
@@ -154,39 +156,46 @@ def image(n: int) -> np.ndarray:
     return (img + rng.normal(0, 4, (n, n))).astype(np.float32)
 
 
-def timed(seq, m, reps: int, params=None) -> tuple[float, object, object]:
-    """(min kernel seconds, the result, the last Launch) of ``seq(m, params=params)``."""
-    out = seq(m, params=params)          # build, tune
-    best = float("inf")
-    for _ in range(reps):
-        out = seq(m, params=params)
-        best = min(best, seq.last_launch.kernel_time)
-    return best, out, seq.last_launch
-
-
 def bench_case(name: str, n: int, reps: int, tiles) -> list[dict]:
+    """Every variant once per round, ``reps`` rounds (so that a drifting load on a shared
+    machine colours all variants alike); each variant's minimum kernel time."""
     seq = make_case(name)
     m = sk.Matrix(image(n))
+    variants = [("staged", {"fuse": 0}), ("fused", {"fuse": 1})]
+    variants += [("fused tile", dict(t, fuse=1)) for t in tiles]
+    variants.append(("default", None))
+    best: dict[int, float] = {}
+    outs: dict[int, object] = {}
+    launches: dict[int, object] = {}
+    errors: dict[int, str] = {}
+    for rnd in range(reps + 1):                # round 0 builds and tunes
+        for i, (_run, params) in enumerate(variants):
+            if i in errors:
+                continue
+            try:
+                out = seq(m, params=params)
+            except sk.SkelpyError as exc:      # a tile the device refuses
+                errors[i] = str(exc)[:80]
+                continue
+            if rnd:
+                best[i] = min(best.get(i, float("inf")), seq.last_launch.kernel_time)
+            outs[i], launches[i] = out, seq.last_launch
+    ref = outs[0].to_numpy()
+    t_staged = best[0]
     rows = []
-    t_staged, staged, _ = timed(seq, m, reps, {"fuse": 0})
-    ref = staged.to_numpy()
-    rows.append({"case": name, "size": n, "run": "staged", "ms": t_staged * 1e3,
-                 "speedup": 1.0, "fused": False, "equal": True})
-    points = [{"fuse": 1}] + [dict(t, fuse=1) for t in tiles]
-    for p in points:
-        try:
-            t, out, ln = timed(seq, m, reps, p)
-        except sk.SkelpyError as exc:      # a tile the device refuses
-            rows.append({"case": name, "size": n, "run": f"fused {p}", "error": str(exc)[:80]})
+    for i, (run, params) in enumerate(variants):
+        if i in errors:
+            rows.append({"case": name, "size": n, "run": run, "params": params,
+                         "error": errors[i]})
             continue
-        tile = {k: ln.params[k] for k in ("fu_wc", "fu_wr", "fu_cr", "fu_cc", "fu_flat")}
-        rows.append({"case": name, "size": n, "run": "fused" if p == {"fuse": 1} else "fused tile",
-                     "tile": tile, "ms": t * 1e3, "speedup": t_staged / t, "fused": True,
-                     "equal": bool(np.array_equal(out.to_numpy(), ref))})
-    t, out, ln = timed(seq, m, reps)
-    rows.append({"case": name, "size": n, "run": "default", "ms": t * 1e3,
-                 "speedup": t_staged / t, "fused": bool(ln.fused),
-                 "equal": bool(np.array_equal(out.to_numpy(), ref))})
+        ln = launches[i]
+        row = {"case": name, "size": n, "run": run, "ms": best[i] * 1e3,
+               "speedup": t_staged / best[i], "fused": bool(ln.fused),
+               "equal": bool(np.array_equal(outs[i].to_numpy(), ref))}
+        if ln.fused:
+            row["tile"] = {k: ln.params[k] for k in ("fu_wc", "fu_wr", "fu_cr", "fu_cc",
+                                                     "fu_flat")}
+        rows.append(row)
     return rows
 
 
@@ -208,7 +217,7 @@ def main(argv=None) -> dict:
     else:
         sizes = [512] if args.quick else [512, 1024]
     reps = args.reps or (5 if args.quick else 10)
-    tiles = TILES[:2] if args.quick else TILES
+    tiles = TILES[:3] if args.quick else TILES
     rows = []
     for name in args.cases.split(","):
         for n in sizes:
@@ -219,7 +228,7 @@ def main(argv=None) -> dict:
                 title=f"Fused vs staged stencil sequences on {dev.name}")
     best = {}
     for r in rows:
-        if r.get("fused") and "ms" in r:
+        if r.get("fused") and "ms" in r and r["run"] != "default":
             key = f"{r['case']}@{r['size']}"
             best[key] = max(best.get(key, 0.0), r["speedup"])
     summary = {"best_fused_speedup": best,

@@ -20,6 +20,9 @@ import skelpy as sk
 
 SHAPES = [(1, 1), (1, 17), (23, 1), (2, 3), (13, 7), (37, 53), (41, 71)]
 SMALL_TILE = {"fuse": 1, "fu_wc": 8, "fu_wr": 4, "fu_cr": 2, "fu_cc": 2, "fu_flat": 0}
+# the other two ways of dealing out a level's cells (one by one; runs of 3 rows)
+FLAT_TILE = {"fuse": 1, "fu_wc": 8, "fu_wr": 4, "fu_cr": 2, "fu_cc": 2, "fu_flat": 1}
+RUN_TILE = {"fuse": 1, "fu_wc": 8, "fu_wr": 2, "fu_cr": 3, "fu_cc": 2, "fu_flat": 2}
 
 
 def float_sequence():
@@ -72,7 +75,7 @@ def test_mixed_dtypes_and_border_modes_equal_staged(rng):
     seq = mixed_sequence()
     for shape in SHAPES:
         a = rng.integers(-300, 300, shape).astype(np.int16)
-        fused, staged, launch = both(seq, a)
+        fused, staged, launch = both(seq, a, params=FLAT_TILE)
         assert launch.fused is True
         assert fused.dtype == staged.dtype == np.int32
         np.testing.assert_array_equal(fused, staged)
@@ -88,7 +91,7 @@ def test_wrap_sequence_with_iterations_matches_scipy_and_staged(rng):
     k1[3, 3], k1[2, 0] = 1, -2
     for shape in [(1, 1), (1, 17), (23, 1), (3, 2), (37, 53)]:
         a = rng.integers(-50, 50, shape).astype(np.int32)
-        fused, staged, launch = both(seq, a, iterations=3)
+        fused, staged, launch = both(seq, a, iterations=3, params=RUN_TILE)
         assert launch.fused is True and launch.iterations == 3 and len(launch.events) == 3
         want = a.astype(np.int64)
         for _ in range(3):
@@ -146,6 +149,7 @@ OCLGRIND = textwrap.dedent('''
                     out_dtype=np.uint8)
     seq = s0 >> s1 >> s2
     tiles = [{"fuse": 1, "fu_wc": 4, "fu_wr": 4, "fu_cr": 2, "fu_cc": 2, "fu_flat": 1},
+             {"fuse": 1, "fu_wc": 4, "fu_wr": 4, "fu_cr": 3, "fu_cc": 2, "fu_flat": 2},
              {"fuse": 1, "fu_wc": 8, "fu_wr": 2, "fu_cr": 4, "fu_cc": 1, "fu_flat": 0}]
     for shape in [(1, 5), (7, 1), (13, 19)]:
         a = rng.standard_normal(shape).astype(np.float32)

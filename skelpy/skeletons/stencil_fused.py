@@ -39,6 +39,7 @@ WC_VALUES = (8, 16, 32, 64)
 WR_VALUES = (1, 2, 4, 8, 16)
 CR_VALUES = (1, 2, 4, 8)
 CC_VALUES = (1, 2)
+FLAT_VALUES = (0, 1, 2)
 MAX_HALO = 16                 # summed halo of a side beyond which a sequence runs staged
 LOCAL_RESERVE = 256           # bytes of local memory left for the implementation
 MAX_REDUNDANCY = 3.0          # computed cells per output cell (all stages) a default may take
@@ -272,7 +273,7 @@ class FusedPlan:
         wc, wr = int(point["fu_wc"]), int(point["fu_wr"])
         if min(wc, wr, int(point["fu_cr"]), int(point["fu_cc"])) < 1:
             return False
-        if int(point.get("fu_flat", 1)) not in (0, 1):
+        if int(point.get("fu_flat", 1)) not in FLAT_VALUES:
             return False
         items = dev.max_work_item_sizes
         if items and (wc > items[0] or (len(items) > 1 and wr > items[1])):
@@ -293,8 +294,9 @@ class FusedPlan:
     def best_tile(self, dev) -> dict | None:
         """The fused point a GPU starts from: of the tiles of 256 work-items whose levels take
         at most a third of the local memory (so that several work-groups share a compute
-        unit), the one that recomputes least; then the most work-items, then fewer cells each.
-        None where no tile is legal."""
+        unit), the one that recomputes least; then the most work-items, then fewer cells each;
+        cells dealt out in runs down a column (``fu_flat`` 2: neighbouring windows share
+        their reads). None where no tile is legal."""
         best, best_cost = None, None
         budget = (dev.local_mem_size - LOCAL_RESERVE) // 3
         for wc in WC_VALUES:
@@ -304,7 +306,7 @@ class FusedPlan:
                 for cr in CR_VALUES:
                     for cc in CC_VALUES:
                         p = {"fuse": 1, "fu_wc": wc, "fu_wr": wr, "fu_cr": cr, "fu_cc": cc,
-                             "fu_flat": 1}
+                             "fu_flat": 2}
                         if not self.legal(p, dev) or self.local_bytes(p) > budget:
                             continue
                         cost = (round(self.redundancy(p), 2), -wc * wr, cr * cc)
@@ -345,8 +347,9 @@ class FusedPlan:
             Param("fu_wr", WR_VALUES, doc="work-group rows of the fused tile"),
             Param("fu_cr", CR_VALUES, doc="tile rows per work-item"),
             Param("fu_cc", CC_VALUES, doc="tile columns per work-item"),
-            Param("fu_flat", (0, 1), numeric=False,
-                  doc="1: a region's cells dealt out row by row, 0: by rows and columns"),
+            Param("fu_flat", FLAT_VALUES, numeric=False,
+                  doc="how a level's cells are dealt out: 0 by rows and columns, 1 one by one "
+                      "row by row, 2 in runs of fu_cr rows down a column"),
         ], self.default(dev), legal, extra_values_ok=("fu_wc", "fu_wr", "fu_cr", "fu_cc"))
         self._spaces[rt] = sp
         return sp
