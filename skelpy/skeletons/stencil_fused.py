@@ -318,10 +318,9 @@ class FusedPlan:
         """The first guess before the tuner knows better. GPUs: fused at :meth:`best_tile`
         where it recomputes at most MAX_REDUNDANCY cells per output cell and stage (a GPU's
         stages are memory-bound: fusing saves 2 x itemsize bytes per cell and intermediate
-        level); CPUs: staged (on PoCL at 256^2-512^2 the fused Canny measured 0.75-1.1x and
-        a Gaussian >> Laplacian 0.6-0.9x of staged: a CPU's caches already keep the
-        intermediate rows, and PoCL runs the barrier-separated loops of the fused kernel
-        slower than the staged kernels' straight lines)."""
+        level); CPUs: staged (through PoCL on a shared 2-core VM at 512^2 the fused Canny
+        measured 0.4-1.3x staged from run to run and a Gaussian >> Laplacian 0.5-0.8x: a
+        CPU's caches already keep the intermediate rows)."""
         if dev.kind != "gpu":
             return dict(STAGED)
         best = self.best_tile(dev)
