@@ -1,4 +1,5 @@
-"""Stencil and StencilSequence: a muscle applied to the neighbourhood of every matrix cell.
+"""Stencil: a muscle applied to the neighbourhood of every matrix cell (``a >> b`` chains
+stencils into a StencilSequence, :mod:`.stencil_sequence`).
 
 ``Stencil(f, shape, border)(m)`` computes ``out[r, c] = f(nb)`` where ``nb[dr, dc]`` reads
 ``m[r + dr, c + dc]`` (``dr`` is the row offset, negative = north; ``dc`` the column offset,
