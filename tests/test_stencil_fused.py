@@ -1,5 +1,5 @@
 """Fused stencil sequences (``a >> b >> c`` as one kernel): bit-for-bit equal to the staged
-run for every border mode, mixed dtypes (int16 -> float64 -> bool -> int32), every kind of
+run for every border mode, mixed dtypes (int16 -> float64 -> uint8 -> int32), every kind of
 extra argument, ``iterations=``, and awkward sizes (1x1, 1xN, Nx1, primes, smaller than a tile
 and several tiles with interior ones); staged wherever fusion is not legal; clean under
 oclgrind.
@@ -37,10 +37,12 @@ def float_sequence():
 
 
 def mixed_sequence():
-    """mirror (int16 -> float64) >> nearest (float64 -> bool) >> constant (bool -> int32)."""
+    """mirror (int16 -> float64) >> nearest (float64 -> uint8, NMS-like) >> constant
+    (uint8 -> int32)."""
     s0 = sk.Stencil(lambda nb: nb[0, 0] * 0.5 + nb[1, 1] - nb[-1, 0] * 0.25, border="mirror",
                     out_dtype=np.float64)
-    s1 = sk.Stencil(lambda nb: nb[0, -1] > nb[0, 1], border="nearest")
+    s1 = sk.Stencil(lambda nb: (nb[0, -1] > nb[0, 1]) * 2 + (nb[0, 0] > 0), border="nearest",
+                    out_dtype=np.uint8)
     s2 = sk.Stencil(lambda nb: nb[-1, -1] + 2 * nb[1, 1] + nb[0, 0] + 3, border="constant",
                     cval=1, out_dtype=np.int32)
     return s0 >> s1 >> s2
