@@ -22,7 +22,7 @@ from .. import runtime as _rt
 from .. import tuner
 from ..containers import Matrix, empty_like_shape
 from ..distribution import stencil as distributed_stencil
-from ..errors import ParameterError, ShapeError
+from ..errors import ParameterError, ShapeError, SkelpyError
 from . import stencil_fused as _fused
 from .arguments import ScalarArg
 from .base import checked_signature
@@ -173,6 +173,8 @@ class StencilSequence:
                                          polish=self.stages[0].unroll_hints)
             except _fused.Unsupported as exc:
                 fplan = str(exc)
+            except SkelpyError as exc:        # a muscle the fused kernel cannot take
+                fplan = f"{type(exc).__name__}: {exc}"
         # the plans kept alive keep their ids unique
         self._fused_plans[key] = (tuple(b.plan for b in bounds), fplan)
         return fplan
