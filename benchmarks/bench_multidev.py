@@ -22,7 +22,8 @@ Two numbers per call, the minimum over the repeats:
 
 ``speedup`` is the one-device time over the group's (kernel and wall); for stencils on a group,
 ``exchange_fraction`` is the device time of the halo copies (their events) over the summed
-device spans: the cost of the cut. The one-device run uses the group's first device alone
+device spans, and ``stall_fraction`` the time the devices' compute queues had no kernel
+running within their spans (see :func:`exchange_terms`): the cost of the cut. The one-device run uses the group's first device alone
 (``sk.use(device)``, not a group): today's path.
 """
 
@@ -168,8 +169,8 @@ def measure(skel, args, kwargs, reps: int) -> dict:
         if k < best_k:
             best_k = k
             xev = getattr(launch, "exchange_events", None)
-            if xev:
-                exch = sum(event_seconds(e) for e in xev) / max(sum(spans.values()), 1e-12)
+            if xev is not None:
+                exch = exchange_terms(launch.events, xev)
         best_w = min(best_w, wall)
         params = dict(launch.params)
         k_depth = getattr(launch, "k", None)
@@ -178,8 +179,27 @@ def measure(skel, args, kwargs, reps: int) -> dict:
     if k_depth is not None:
         row["k"] = k_depth
     if exch is not None:
-        row["exchange_fraction"] = exch
+        row.update(exch)
     return row
+
+
+def exchange_terms(events, exchange_events) -> dict:
+    """The cost of the cut in a stencil call on a group, as fractions of the devices' time
+    (spans summed over the devices, so a fraction is per step, on average):
+
+    - ``exchange_fraction``: device time of the halo copies (their events, on the copy
+      queues) over the compute queues' spans: what the exchange costs where it is not hidden;
+    - ``stall_fraction``: time a compute queue had no kernel running within its span (waiting
+      for halos, for the host to enqueue, or for launch gaps): 0 when the exchange is hidden
+      behind the interior and the host keeps up.
+    """
+    spans = _spans(events)
+    total = max(sum(spans.values()), 1e-12)
+    busy = sum(event_seconds(e) for e in events)
+    moved = sum(event_seconds(e) for e in exchange_events)
+    return {"exchange_fraction": moved / total,
+            "stall_fraction": min(max(1.0 - busy / total, 0.0), 1.0),
+            "exchanges": len(exchange_events)}
 
 
 def _group_of(spec) -> list:
@@ -198,7 +218,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--max-devices", type=int, default=0, help="0: the whole group")
+    ap.add_argument("--stencil-params", default="",
+                    help="parameters of the stencil cases on the group, e.g. 'route=copy' or "
+                         "'k=16,t=4' (default: the tuner's and the cost rule's choice)")
     args = ap.parse_args(argv)
+    group_params = {}
+    for item in filter(None, (x.strip() for x in args.stencil_params.split(","))):
+        key, _, value = item.partition("=")
+        group_params[key.strip()] = int(value) if value.strip().isdigit() else value.strip()
     scale = args.scale or ("quick" if args.quick else "full")
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = set(names) - set(CASES)
@@ -220,6 +247,8 @@ def main(argv=None) -> dict:
         for count in counts:
             sk.use(group[0] if count == 1 else group[:count])
             skel, cargs, kwargs, work, unit = make()
+            if count > 1 and group_params and case in ("heat", "life", "gauss"):
+                kwargs = {**kwargs, "params": dict(group_params)}
             try:
                 r = measure(skel, cargs, kwargs, args.reps)
             except sk.SkelpyError as exc:
@@ -244,11 +273,12 @@ def main(argv=None) -> dict:
             del skel, cargs
     sk.use(group[0])
     data = {"scale": scale, "group": [d.name for d in group], "iterations": args.iterations,
+            "stencil_params": group_params,
             "reps": args.reps, "rows": rows,
             "timing": "kernel_s: longest per-device event span; wall_s: host clock to finish"}
     print_table([{k: v for k, v in r.items() if k not in ("params",)} for r in rows],
                 ["case", "size", "devices", "kernel_s", "wall_s", "speedup_kernel",
-                 "speedup_wall", "rate", "unit", "k", "exchange_fraction", "error"])
+                 "speedup_wall", "rate", "unit", "k", "exchange_fraction", "stall_fraction", "error"])
     path = write_json("multidev", group[0].name, data)
     print(f"written to {path}")
     return data

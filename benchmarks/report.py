@@ -107,6 +107,7 @@ def load(results: Path) -> list[dict]:
         if isinstance(doc, dict) and str(doc.get("schema", "")).startswith(SCHEMA_PREFIX):
             doc["_file"] = path.name
             _attach_tuner_eval(doc, results)
+            report_multidev.attach(doc, results)
             docs.append(doc)
     docs.sort(key=lambda d: (d.get("device_kind") != "gpu", d.get("device", "")))
     return docs
@@ -531,6 +532,8 @@ def render(docs: list[dict], charts: dict[str, dict[str, str]], combined: str | 
         L.append("")
     for d in docs:
         L += device_section(d, charts.get(d.get("device_slug", ""), {}))
+    if results_dir is not None:
+        L += report_multidev.mpi_section(results_dir, MARKDOWN.parent)
     L += new_machine_section(results_dir)
     return "\n".join(L).rstrip() + "\n"
 

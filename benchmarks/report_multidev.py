@@ -1,14 +1,34 @@
 """The "Several devices" section of ``benchmarks/RESULTS.md`` and its scaling chart, from the
-``multidev`` part of a suite document (``benchmarks/bench_multidev.py``). Nothing is measured
-here; every number is the JSON's."""
+``multidev`` part of a suite document (``benchmarks/bench_multidev.py``), and the MPI section
+(``bench_mpi.py`` runs and the weak-scaling model of ``weak_scaling.py``). Nothing is measured
+here; every number is a JSON's (the model's table is computed from the measured terms)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+
+def attach(doc: dict, results: Path) -> None:
+    """Use the standalone ``multidev-<device>.json`` of this device (``python -m
+    benchmarks.bench_multidev``, also written by the suite's part) when it is newer than the
+    multidev part in the suite document."""
+    path = results / f"multidev-{doc.get('device_slug', '')}.json"
+    try:
+        alone = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    mine = doc.get("multidev") or {}
+    if alone.get("rows") and str(alone.get("time", "")) >= str(mine.get("time", "")):
+        doc["multidev"] = alone
 
 
 def _ms(v) -> str:
     return "–" if v is None else f"{v * 1e3:.3g}"
+
+
+def _pct(v) -> str:
+    return "" if v is None else f"{v:.1%}"
 
 
 def _x(v) -> str:
@@ -25,16 +45,19 @@ def section(md: dict, chart: str | None) -> list[str]:
            f"Group: {group}; scale {md.get('scale')}, stencils {md.get('iterations')} "
            "iterations. Kernel time = the longest per-device span of the call's profiling "
            "events (devices run at once); speedup = one device's time / the group's; "
-           "exchange = device time of halo copies / summed device spans.", ""]
+           "exchange = device time of halo copies / summed device spans; stall = time the "
+           "devices' compute queues ran no kernel within their spans (waiting for halos or "
+           "for the host); both per step on average (runs before the stall column existed "
+           "leave it empty).", ""]
     if chart:
         out += [f"![scaling]({chart})", ""]
     out.append("| case | size | devices | kernel ms | wall ms | speedup (kernel) | "
-               "speedup (wall) | k | exchange | target |")
-    out.append("|" + "|".join(" --- " for _ in range(10)) + "|")
+               "speedup (wall) | k | exchange | stall | target |")
+    out.append("|" + "|".join(" --- " for _ in range(11)) + "|")
     for r in rows:
         if "error" in r:
             out.append(f"| {r['case']} | {r['size']} | {r['devices']} | {r['error']} "
-                       "| | | | | | |")
+                       "| | | | | | | |")
             continue
         exch = r.get("exchange_fraction")
         target = r.get("target")
@@ -43,7 +66,7 @@ def section(md: dict, chart: str | None) -> list[str]:
         out.append(f"| {r['case']} | {r['size']} | {r['devices']} | {_ms(r.get('kernel_s'))} | "
                    f"{_ms(r.get('wall_s'))} | {_x(r.get('speedup_kernel'))} | "
                    f"{_x(r.get('speedup_wall'))} | {r.get('k', '')} | "
-                   f"{'' if exch is None else f'{exch:.1%}'} | "
+                   f"{'' if exch is None else f'{exch:.1%}'} | {_pct(r.get('stall_fraction'))} | "
                    f"{'' if target is None else f'≥ {target}x{met}'} |")
     out.append("")
     return out
@@ -82,3 +105,95 @@ def chart(md: dict, path: Path, plt) -> bool:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return True
+
+
+WEAK_CMD = ("mpiexec -n P python -m benchmarks.weak_scaling measure --spec mpi:gpu "
+            "--rows 4096 --cols 4096 --iterations 20")
+
+
+def mpi_section(results: Path, md_dir: Path) -> list[str]:
+    """Issue 14: bench_mpi's runs (``mpi-*.json``) and the weak-scaling model with its chart
+    (``results/weak-scaling.png``) from the measured terms (``weak-scaling-*.json``)."""
+    import argparse
+    import sys
+
+    runs = []
+    for f in sorted(results.glob("mpi-*.json")):
+        try:
+            d = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if str(d.get("schema", "")).startswith("skelpy-bench-mpi"):
+            runs.append((f, d))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks import weak_scaling as ws
+
+    terms = ws.load_terms([], results)
+    if not runs and not terms:
+        return []
+    out = ["## Beyond one host: MPI (issue 14)", ""]
+    for f, d in runs:
+        out += [f"**{d.get('device')}**, {d.get('ranks')} ranks ({d.get('mode')}; "
+                f"`{f.name}`): wall time from barrier to barrier, best of the repeats.", "",
+                "| case | ranks | ms | one device ms | speedup | efficiency |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for r in d.get("rows", []):
+            out.append(f"| {r['case']} | {r['ranks']} | {_ms(r.get('seconds'))} | "
+                       f"{_ms(r.get('one_device_seconds'))} | {_x(r.get('speedup'))} | "
+                       f"{_pct(r.get('efficiency'))} |")
+        out.append("")
+    if not terms:
+        return out
+    parser = argparse.ArgumentParser()
+    ws.add_model_options(parser)
+    a = parser.parse_args([])
+    rows = ws.table(terms, a)
+    chart = results / "weak-scaling.png"
+    have_chart = ws.chart(rows, chart)
+    out += ["### Weak scaling to 4096 GPUs (a model from measured terms)", "",
+            "`python -m benchmarks.weak_scaling model` predicts one heat 5-point step per GPU "
+            f"holding {a.cells_side}² float32 cells of a square global grid, from the terms "
+            "measured by `" + WEAK_CMD + "` (here: PoCL CPU devices, mpiexec -n 2..8 on a "
+            "2-core VM shared with other jobs: the terms are noisy and the CPU's halo latency "
+            "is a CPU's). Assumptions: compute time per cell is constant (the measured "
+            "cell_s); one halo exchange costs alpha + beta x bytes (fitted to exchanges of "
+            "three row widths), beyond "
+            f"{a.gpus_per_node} GPUs per node plus {a.net_latency * 1e6:.0f} us and at most "
+            f"{a.net_gbs:.0f} GB/s (a network assumed, not measured); one Allreduce (skelpy's "
+            f"Reduce) every {a.allreduce_every} steps costs a + b log2 P, fitted to the "
+            "measured P; k (steps per exchange) is chosen per P for the least time; the 2-D "
+            "block split (not in skelpy) adds a pack and an unpack kernel per exchange; "
+            "overlap = the exchange hidden behind the interior, as skelpy intends it (the "
+            "2×H200 in-process runs so far did not show it hidden: heat 4096² 0.96x; until a "
+            "GPU run shows it, the no-overlap column is what the measurements support). "
+            "Efficiency = one GPU's step / the predicted step.", ""]
+    for t in terms:
+        out.append(f"- {t.name}: {t.cell_s * 1e12:.2f} ps per cell-step, halo alpha "
+                   f"{t.alpha * 1e6:.1f} us, 1/beta "
+                   f"{(1 / t.beta / 1e9) if t.beta else float('inf'):.3g} GB/s, Allreduce "
+                   f"{t.ar[0] * 1e6:.1f} + {t.ar[1] * 1e6:.1f} log2(P) us"
+                   + (" (derived from the 2-rank bench_mpi run: heat 16384² excess over half "
+                      "the one-GPU time per round of 4 steps, Reduce 2^28 excess; 1/beta "
+                      "assumed 55 GB/s, the pinned copy rate; replace by running the command "
+                      "above on the GPU host)" if t.source == "derived" else ""))
+    out.append("")
+    if have_chart:
+        try:
+            rel = chart.relative_to(md_dir).as_posix()
+        except ValueError:
+            rel = chart.as_posix()
+        out += [f"![weak scaling]({rel})", ""]
+    out += ["| terms | split | P | k (overlap) | step ms | exchange ms/step | Allreduce us | "
+            "efficiency (overlap) | efficiency (no overlap) |",
+            "|" + "|".join(" --- " for _ in range(9)) + "|"]
+    for r in rows:
+        if not r["overlap"] or r["P"] not in (8, 64, 512, 4096):
+            continue
+        other = next(x for x in rows if x["terms"] == r["terms"] and x["split"] == r["split"]
+                     and x["P"] == r["P"] and not x["overlap"])
+        out.append(f"| {r['terms']} | {r['split']} | {r['P']} | {r['k']} | "
+                   f"{r['step_s'] * 1e3:.3g} | {r['exchange_s'] * 1e3:.3g} | "
+                   f"{r['allreduce_s'] * 1e6:.3g} | {r['efficiency']:.1%} | "
+                   f"{other['efficiency']:.1%} |")
+    out.append("")
+    return out

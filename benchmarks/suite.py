@@ -16,15 +16,21 @@ one part's device state cannot colour the next one's timings):
     tuner_eval            [Cummins 2018]'s tuner evaluation (ch. 7) (opt-in: --only tuner_eval)
     temporal              iterated stencils in passes of t steps vs single steps, GCell-steps/s
                           beside the copy bound (opt-in: --only temporal; bench_temporal.py)
+    borders               each border mode's default single step against nearest's, heat and
+                          a 3x3 Gaussian, tuning off and model (opt-in: --only borders;
+                          bench_borders.py)
     sequence              stencil sequences fused into one kernel vs staged (Canny: Gaussian ->
                           Sobel -> NMS), bitwise checked (opt-in: --only sequence;
                           bench_sequence.py)
     fusion                array expressions fused into one kernel vs hand-written, MapReduce
                           and CuPy (opt-in: --only fusion; bench_fusion.py)
     multidev              Map, Zip, Reduce, dot, Scan, matmul, heat, Gaussian, Life on 1 vs
-                          2 (vs N) devices of one host: speedups, exchange fraction (opt-in:
-                          --only multidev; every GPU when there are two, else PoCL's CPU
-                          devices; bench_multidev.py)
+                          2 (vs N) devices of one host: speedups, exchange fraction. It runs
+                          by itself when the group in use has more than one device
+                          (``--device "gpu:*"``, ``SKELPY_DEVICE="cpu:*"``, or no device
+                          named on a host with two or more GPUs: every GPU), on that group;
+                          the other parts then run on its first device. Else opt-in
+                          (``--only multidev``; bench_multidev.py)
 
 Each part gets a share of the budget and picks its sizes (tiny < quick < medium < full) from
 that share; a part still running at its (cumulative) deadline is stopped, and parts that no
@@ -67,7 +73,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SCHEMA = "skelpy-bench-suite/1"
 
 PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning", "tuner_eval",
-         "temporal", "sequence", "fusion", "multidev")
+         "temporal", "borders", "sequence", "fusion", "multidev")
 DEFAULT_PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning")
 ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_allpairs",
            "allpairs": "reduce_scan_allpairs", "matmul": "reduce_scan_allpairs",
@@ -75,7 +81,8 @@ ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_
            "elementwise": "extras", "cupy": "extras"}
 # Share of the budget per part (relative weights).
 WEIGHTS = {"map": 1.0, "reduce_scan_allpairs": 2.0, "stencil": 4.0, "extras": 1.0,
-           "tuning": 2.0, "tuner_eval": 4.0, "temporal": 2.0, "sequence": 1.0, "fusion": 1.0,
+           "tuning": 2.0, "tuner_eval": 4.0, "temporal": 2.0, "borders": 1.0, "sequence": 1.0,
+           "fusion": 1.0,
            "multidev": 2.0}
 SCALES = ("tiny", "quick", "medium", "full")
 # Rough seconds per part and scale on the reference machines (a 2-core PoCL CPU with a cold
@@ -86,14 +93,14 @@ EST_SECONDS = {
     "cpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 30, 70),
             "stencil": (10, 25, 50, 200), "extras": (4, 6, 12, 30),
             "tuning": (10, 40, 90, 150), "tuner_eval": (40, 240, 480, 1200),
-            "temporal": (15, 50, 150, 400), "sequence": (30, 90, 200, 400),
-            "fusion": (30, 60, 120, 240),
+            "temporal": (15, 50, 150, 400), "borders": (10, 30, 60, 120),
+            "sequence": (30, 90, 200, 400), "fusion": (30, 60, 120, 240),
             "multidev": (20, 60, 120, 300)},
     "gpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 25, 60),
             "stencil": (10, 30, 80, 200), "extras": (4, 6, 10, 20),
             "tuning": (10, 40, 80, 150), "tuner_eval": (40, 240, 480, 1200),
-            "temporal": (15, 180, 600, 1800), "sequence": (10, 60, 150, 300),
-            "fusion": (20, 40, 90, 180),
+            "temporal": (15, 180, 600, 1800), "borders": (10, 20, 40, 80),
+            "sequence": (10, 60, 150, 300), "fusion": (20, 40, 90, 180),
             "multidev": (20, 60, 150, 400)},
 }
 STENCIL_SET = "game_of_life,heat_5pt,gaussian_5x5,gaussian_11x11,canny"
@@ -161,8 +168,10 @@ def plan(parts: Sequence[str], budget_s: float, kind: str, *, cap: str | None = 
     return out
 
 
-def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
-    """The command line a part runs with at a scale (its own flags; see each script)."""
+def part_argv(part: str, sc: Scale, gpu: bool, seconds: float,
+              group: str | None = None) -> list[str]:
+    """The command line a part runs with at a scale (its own flags; see each script);
+    ``group``: the device group spec of the multidev part."""
     quick = sc.name in ("tiny", "quick")
     if part == "map":
         return (["--quick"] if quick else []) + ["--n", str(sc.n)]
@@ -193,9 +202,10 @@ def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
     if part == "fusion":
         return (["--quick"] if quick else []) + (["--calls", "50"] if sc.name == "tiny" else [])
     if part == "multidev":
+        argv = ["--group", group] if group else []
         if sc.name == "tiny":
-            return ["--scale", "tiny", "--reps", "2", "--iterations", "4"]
-        return ["--scale", sc.name]
+            return argv + ["--scale", "tiny", "--reps", "2", "--iterations", "4"]
+        return argv + ["--scale", sc.name]
     if part == "sequence":
         if sc.name == "tiny":
             return ["--sizes", "64", "--reps", "2", "--cases", "canny"]
@@ -205,6 +215,10 @@ def part_argv(part: str, sc: Scale, gpu: bool, seconds: float) -> list[str]:
         if sc.name == "tiny":
             return ["--quick", "--sizes", "64", "--iterations", "4", "--cases", "heat"]
         return (["--quick"] if quick else []) + ["--budget-seconds", f"{seconds * 0.8:.0f}"]
+    if part == "borders":
+        if sc.name == "tiny":
+            return ["--sizes", "128", "--reps", "2", "--tuning", "off"]
+        return ["--quick"] if quick else ([] if sc.name == "full" else ["--sizes", "512,1024,2048"])
     raise ValueError(part)
 
 
@@ -356,7 +370,7 @@ def _child(part: str, dump: Path, parts_dir: Path, argv: list[str]) -> int:
         plain_common.RESULTS_DIR = parts_dir
     out = ["--out", str(parts_dir)] if part in ("reduce_scan_allpairs", "stencil",
                                                  "tuner_eval", "temporal",
-                                                 "sequence") else []
+                                                 "borders", "sequence") else []
     if part == "map":
         from benchmarks import bench_map as mod
         data = mod.main(argv)
@@ -380,6 +394,9 @@ def _child(part: str, dump: Path, parts_dir: Path, argv: list[str]) -> int:
                                          "notes", "failures", "not_swept", "when")}
     elif part == "temporal":
         from benchmarks import bench_temporal as mod
+        data = mod.main(argv + out)
+    elif part == "borders":
+        from benchmarks import bench_borders as mod
         data = mod.main(argv + out)
     elif part == "sequence":
         from benchmarks import bench_sequence as mod
@@ -1109,6 +1126,8 @@ def merge(meta: dict, raw: dict[str, dict]) -> dict:
         doc["tuner_eval"] = raw["tuner_eval"]
     if "temporal" in raw:
         doc["temporal"] = raw["temporal"]
+    if "borders" in raw:
+        doc["borders"] = raw["borders"]
     if "sequence" in raw:
         doc["sequence"] = raw["sequence"]
     if "fusion" in raw:
@@ -1210,10 +1229,19 @@ def run_suite(args: argparse.Namespace) -> dict:
     import pyopencl as cl
 
     import skelpy as sk
-    from benchmarks.common import copy_bandwidth, device_slug
+    from benchmarks.common import copy_bandwidth, device_slug, write_json
     from skelpy import runtime
 
-    if args.device:
+    group_spec = multidev_group(args.device)
+    if group_spec is not None:
+        # the single-device parts run on the group's first device, the multidev part on all
+        first = sk.use(group_spec)[0]
+        sk.use(first)
+        env["SKELPY_DEVICE"] = str(sk.devices().index(first))
+        os.environ["SKELPY_DEVICE"] = env["SKELPY_DEVICE"]
+        if not args.only and "multidev" not in parts:
+            parts = [p for p in PARTS if p in (*parts, "multidev")]
+    elif args.device:
         sk.use(args.device)
     rt = runtime.current()
     dev = rt.device
@@ -1256,7 +1284,7 @@ def run_suite(args: argparse.Namespace) -> dict:
                     progress.message(f"{name}: skipped (time budget exhausted)")
                     continue
                 sc = scale_config(p["scale"], gpu)
-                pargv = part_argv(name, sc, gpu, limit * 0.85)
+                pargv = part_argv(name, sc, gpu, limit * 0.85, group=group_spec)
                 progress.begin(name, p["scale"], limit)
                 dump = tmp / f"{name}.json"
                 rec = run_part(name, pargv, dump=dump, parts_dir=tmp / "parts", env=env,
@@ -1266,6 +1294,8 @@ def run_suite(args: argparse.Namespace) -> dict:
                 if rec["status"] == "done":
                     payload = json.loads(dump.read_text())
                     raw[name] = payload["data"]
+                    if name == "multidev":      # also on its own, as bench_multidev writes it
+                        write_json("multidev", dev.name, payload["data"], directory=out_dir)
                     if payload.get("device") != dev.name:
                         rec["warning"] = f"ran on {payload.get('device')!r}, not {dev.name!r}"
                 status[name] = rec
@@ -1299,6 +1329,22 @@ def run_suite(args: argparse.Namespace) -> dict:
         except Exception as exc:  # noqa: BLE001 - the JSON is written; the report can follow
             print(f"report not regenerated: {type(exc).__name__}: {exc}")
     return doc
+
+
+def multidev_group(device: str | None) -> str | None:
+    """The device group the multidev part runs on, when the group in use has more than one
+    device: ``device`` (or ``SKELPY_DEVICE``) naming a group of several, or, with no device
+    named, every GPU of a host with two or more; else None."""
+    import skelpy as sk
+    from skelpy.device_groups import is_group_spec
+
+    spec = device or os.environ.get("SKELPY_DEVICE") or None
+    if spec is None:
+        gpus = [d for d in sk.devices() if d.kind == "gpu"]
+        return "gpu:*" if len(gpus) >= 2 else None
+    if is_group_spec(spec):
+        return spec if len(sk.use(spec)) > 1 else None
+    return None
 
 
 def _keep_previous(path: Path, parts: list[str], raw: dict, status: dict) -> None:

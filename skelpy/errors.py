@@ -88,3 +88,8 @@ class RefusedParameters(LaunchError):
         self.params = params
         self.code = code
         super().__init__(message)
+
+
+class CollectiveError(SkelpyError):
+    """Under MPI, ranks that did not do the same at a collective point: a write through a
+    container on some ranks only, or different writes (every rank raises it)."""

@@ -7,7 +7,7 @@ transcendental functions (OpenCL's accuracy, not NumPy's libm).
 Every (operation, dtype) pair and every (operator, dtype, scalar) triple has its result dtype
 and its errors checked against NumPy: that is host-side work and cheap. *Values* need a kernel
 build per pair (tens of milliseconds on PoCL), so by default each operation runs a rotating
-sample that still covers every dtype across the operations; ``SKELPY_FULL_TESTS=1`` runs the
+sample that still covers every dtype across the operations; ``SKELPY_HEAVY=1`` runs the
 whole value matrix.
 """
 
@@ -25,7 +25,7 @@ from hypothesis.extra import numpy as hnp
 import skelpy as sk
 from skelpy.array import ops
 
-FULL = os.environ.get("SKELPY_FULL_TESTS") == "1"
+FULL = bool(os.environ.get("SKELPY_HEAVY"))
 DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.uint64,
           np.float32, np.float64]
 EXACT = {"add", "subtract", "multiply", "true_divide", "floor_divide", "remainder",
@@ -72,7 +72,7 @@ def _check(got, want, name):
 def _runs(name: str, dt) -> bool:
     """Every (operation, dtype) pair has its dtype and errors checked against NumPy; each
     operation is *run* on two dtypes, rotating so that every dtype runs (a kernel build per
-    pair on PoCL would take minutes); all of them under ``SKELPY_FULL_TESTS=1``."""
+    pair on PoCL would take minutes); all of them under ``SKELPY_HEAVY=1``."""
     if FULL:
         return True
     k = sorted({**ops.BINARY, **ops.UNARY}).index(name)
@@ -149,7 +149,7 @@ def test_operators_with_scalars_follow_nep50(op, rng):
     """Python scalars are weak (NEP 50): out-of-range ints are NumPy's error (or, in a
     comparison, NumPy's exact answer); NumPy scalars are strong. Dtypes and errors for
     every (dtype, scalar, side); values for a rotating sample of them (each is a kernel
-    build), every one under ``SKELPY_FULL_TESTS=1``."""
+    build), every one under ``SKELPY_HEAVY=1``."""
     f = OPERATORS[op]
     runnable = {}
     for dt in [np.int8, np.uint8, np.int32, np.int64, np.uint64, np.float32, np.float64,

@@ -279,6 +279,9 @@ class Container(ArraySurface):
         and the index is basic (ints and slices): then only the touched elements move. A
         container (or array expression) written into a part of a container on the device
         is copied there by a kernel."""
+        hook = Container.collective
+        if hook is not None and hook.active():      # under MPI: every rank writes the same
+            hook.host_write(self, key, value)
         if isinstance(value, Container) and not isinstance(key, Container) \
                 and array_backend().assign(self, key, value):
             return
@@ -319,6 +322,10 @@ class Container(ArraySurface):
         """``with v.host_edit() as a:`` gives the data as a writable ndarray for in-place
         NumPy work; skeletons called inside or after the block see the edits. The array
         becomes read-only when the block ends: do not keep it."""
+        hook = Container.collective
+        hook = hook if hook is not None and hook.active() else None
+        if hook is not None:                        # under MPI: every rank edits the same
+            hook.host_edit(self, None)
         s = self._storage
         s.resolve()
         arr = s.begin_edit().view()
@@ -329,6 +336,8 @@ class Container(ArraySurface):
         finally:
             arr.flags.writeable = False
             s.end_edit()
+            if hook is not None:
+                hook.host_edit(self, arr)
 
     def __iter__(self):
         return iter(self.to_numpy())

@@ -7,6 +7,8 @@ move and call an :class:`Exchange`:
 ``move(moves)``            byte ranges from one device's buffer to another's (halo rows,
                            redistribution); every process passes the same list, each does its side
 ``to_host`` / ``from_host``  parts to a whole host array (every process gets all of it) and back
+``start_move(moves)``      the same in two halves (sends now, receives later) for a halo
+                           exchange hidden behind the interior kernels
 ``allgather(values)``      a small value per device -> all of them, in device order, on every device
 ``allreduce(values, fold)`` those values folded in device order (deterministic) -> a host value
 ``exscan(values, scan)``   for each device, the fold of the values of the devices before it
@@ -58,10 +60,12 @@ class Move:
 @dataclass(frozen=True)
 class Moved:
     """The events of a :meth:`Exchange.move`: by receiving rank (its data has arrived) and by
-    sending rank (its data has left: the source may be overwritten)."""
+    sending rank (its data has left: the source may be overwritten). ``ordered``: every event
+    is on its device's own queue, so what is enqueued there later runs after it anyway."""
 
     received: dict[int, list]
     sent: dict[int, list]
+    ordered: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,17 @@ class Exchange:
         events say when they are done; otherwise they are ordered in the devices' queues
         before anything enqueued later."""
         raise NotImplementedError
+
+    def start_move(self, moves: Sequence[Move], *,
+                   after: Mapping[int, list] | None = None) -> Callable[[], Moved]:
+        """The moves in two halves, for a halo exchange hidden behind the interior: the
+        sends are started now, the returned function starts the receives and returns the
+        events. The caller enqueues the interior kernels between the two, so that a device's
+        queue runs: boundary kernels, their download, interior, the halo's upload. The
+        default is :meth:`move` with ``overlap`` at once (an implementation with a progress
+        thread, like MPI's, needs no split)."""
+        moved = self.move(moves, after=after, overlap=True)
+        return lambda: moved
 
     def to_host(self, pieces: Sequence[Piece], host: np.ndarray) -> None:
         """Fill ``host`` (bytes) from the pieces; blocks until done."""
@@ -240,9 +255,61 @@ class InProcessExchange(Exchange):
             events.append(rev)
         staging.busy = events
         self._keep(events, [m.src.buffer for m in remote], [m.dst.buffer for m in remote])
+        if overlap:                      # submit now: a queue waited on by another must be
+            for q in queues:             # flushed (OpenCL 1.2, 5.13), or it may start late
+                q.flush()
         self.stats["moves"] += len(remote)
         self.stats["bytes"] += sum(m.nbytes for m in remote)
         return moved
+
+    def start_move(self, moves, *, after=None):
+        """In order on the devices' own queues (no copy queue, so no event between queues of
+        one device): each sending device downloads the rows to pinned memory right after the
+        kernels that computed them, and each receiving device uploads them after what the
+        caller enqueues before calling the returned function (its interior), waiting for
+        the sender's download: one event between devices per move, the only wait."""
+        after = after or {}
+        moved = Moved({}, {}, ordered=True)
+        remote = [m for m in moves if m.nbytes and m.src.rank != m.dst.rank]
+        for m in moves:
+            if m.nbytes and m.src.rank == m.dst.rank:
+                q = self.runtimes[m.src.rank].queue
+                ev = cl.enqueue_copy(q, m.dst.buffer, m.src.buffer, byte_count=m.nbytes,
+                                     src_offset=m.src.offset, dst_offset=m.dst.offset)
+                moved.received.setdefault(m.dst.rank, []).append(ev)
+        if not remote:
+            return lambda: moved
+        staging = self._pinned(sum(m.nbytes for m in remote))
+        at, placed = 0, []
+        for m in remote:                 # device -> pinned, in order on the sending device
+            view = staging.host[at:at + m.nbytes]
+            ev = cl.enqueue_copy(self.runtimes[m.src.rank].queue, view, m.src.buffer,
+                                 src_offset=m.src.offset, is_blocking=False)
+            moved.sent.setdefault(m.src.rank, []).append(ev)
+            placed.append((m, view, ev))
+            at += m.nbytes
+        staging.busy = [ev for _, _, ev in placed]
+        for r in {m.src.rank for m in remote}:
+            self.runtimes[r].queue.flush()     # the downloads start now, not at a later flush
+
+        def receive() -> Moved:
+            events = list(staging.busy)
+            for m, view, ev in placed:   # pinned -> device, in order on the receiving device
+                rev = cl.enqueue_copy(self.runtimes[m.dst.rank].queue, m.dst.buffer, view,
+                                      dst_offset=m.dst.offset, is_blocking=False,
+                                      wait_for=[ev])
+                moved.received.setdefault(m.dst.rank, []).append(rev)
+                events.append(rev)
+            staging.busy = events
+            self._keep(events, [m.src.buffer for m in remote],
+                       [m.dst.buffer for m in remote])
+            for r in {m.dst.rank for m in remote}:
+                self.runtimes[r].queue.flush()
+            self.stats["moves"] += len(remote)
+            self.stats["bytes"] += sum(m.nbytes for m in remote)
+            return moved
+
+        return receive
 
     # -- host ----------------------------------------------------------------------------------
     def to_host(self, pieces, host):

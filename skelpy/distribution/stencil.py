@@ -13,10 +13,12 @@ tuned parameter of the call (``params={"k": 2}`` forces it); each device's kerne
 are tuned for that device and part as on one device.
 
 Iterations take the temporal path where one device would (``stencil_temporal``, t steps per
-pass, chosen by each device's tuner): then a round is one pass of t steps per device over its
-part (k = t, the halo t x the reach deep), the pass's window kernel applying the border rule
-itself where a part reaches the first or last row of the matrix; otherwise each device runs
-single steps of the window kernel between exchanges.
+pass, chosen by each device's tuner): then a round is m passes of t steps per device over its
+part (k = m t, the halo k x the reach deep; m from the same cost rule as k, or a forced k that
+is a multiple of t), the passes before the last computing the halo rows the later ones read,
+the pass's window kernel applying the border rule itself where a part reaches the first or
+last row of the matrix; otherwise each device runs single steps of the window kernel between
+exchanges.
 """
 
 from __future__ import annotations
@@ -44,9 +46,15 @@ from .stencil_rows import RowPlan
 __all__ = ["run", "run_sequence", "K_VALUES", "GROUP_PARAMS"]
 
 K_VALUES = (1, 2, 3, 4, 6, 8, 12, 16)
-GROUP_PARAMS = ("k", "overlap")
+GROUP_PARAMS = ("k", "overlap", "route")
+ROUTES = ("queue", "copy")
 TEMPORAL_NAMES = ("t", "tb_wc", "tb_wr", "tb_rows", "tb_cc", "tb_ring", "tb_unroll")
 WINDOW = ("-DSKP_ROW_WINDOW=1",)
+# What one halo exchange round costs beyond its copies (events, launches, the host): on 2 x
+# H200 heat 4096^2/16384^2 lost ~150-190 us per round of 4 steps against half of one GPU's
+# time (bench_multidev/bench_mpi, 2026-11-23); PoCL CPU devices, a guess.
+ROUND_LATENCY_GPU = 150e-6
+ROUND_LATENCY_CPU = 400e-6
 
 
 @collective
@@ -66,6 +74,10 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
         return empty_like_shape(src.shape, bound.out_dtype, _rt.current())
     job = _Job(skel, bound, group, src, iterations, forced or None)
     job.overlap = bool(wanted.get("overlap", True))
+    job.route = wanted.get("route", ROUTES[0])
+    if job.route not in ROUTES:
+        raise ParameterError(f"{skel.origin}: route={job.route!r}: the halo exchange goes "
+                             f"{' or '.join(map(repr, ROUTES))}")
     if iterations > 1 or passes:
         temporal = _Temporal.of(job, out_dtype, passes, wanted.get("k"))
         if temporal is not None:
@@ -102,6 +114,7 @@ class _Job:
         self.ranges = BLOCK.ranges(self.rows, group.size)
         self.ex = exchange_of(group)
         self.overlap = True
+        self.route = ROUTES[0]
         self.points: dict[int, dict] = {}
         self.launches: dict[int, list] = {}
         self.exchange_events: list = []
@@ -126,15 +139,19 @@ class _Job:
         launches), recomputing the overlap (k - 1)/2 x the halo rows per step; balance them
         (k* = sqrt(2 latency / cost of the halo rows per step)). The tuner measures the
         legal k in its online and exhaustive modes."""
+        best = self.best_k()
+        return min(legal, key=lambda k: abs(math.log(k / best)))
+
+    def best_k(self) -> float:
+        """The k of :meth:`default_k`'s cost rule before it is rounded to a legal one."""
         dev = self.group.devices[0]
         gpu = dev.kind == "gpu"
-        latency = 60e-6 if gpu else 400e-6
+        latency = ROUND_LATENCY_GPU if gpu else ROUND_LATENCY_CPU
         bandwidth = 3e12 if gpu else 2e10
         item = self.src.dtype.itemsize + self.bound.out_dtype.itemsize
         per_row = self.cols * item * (1 + self.plan.features.get("reads", 1.0) / 8) / bandwidth
-        halo = (self.north + self.south) * per_row
-        best = math.sqrt(2 * latency / max(halo, 1e-12))
-        return min(legal, key=lambda k: abs(math.log(k / best)))
+        halo = max(self.north + self.south, 1) * per_row
+        return math.sqrt(2 * latency / max(halo, 1e-12))
 
     def decide_and_run(self, forced_k) -> Parts:
         """Run with the forced k, the only legal one, or the tuner's (which in its online and
@@ -244,13 +261,30 @@ class _Job:
         if not split:
             self._exchange(dst)
             return
-        moved = self.ex.move(self._moves(dst, self._transfers()), after=after, overlap=True)
-        for r, a, b in interiors:
-            self._launch(r, cur, dst, a, b)
-        for r in rp.active:
-            waits = moved.received.get(r, []) + moved.sent.get(r, [])
-            if waits:
-                cl.enqueue_barrier(self.group.runtimes[r].queue, wait_for=waits)
+        self.exchange_behind(self._moves(dst, self._transfers()), after,
+                             lambda: [self._launch(r, cur, dst, a, b) for r, a, b in interiors])
+
+    def exchange_behind(self, moves, after: dict, interior) -> None:
+        """The halo moves hidden behind ``interior()`` (which enqueues the interior kernels):
+        route ``queue``: downloads in order after the boundary kernels, the interior, then
+        the uploads, all on each device's queue; route ``copy``: the copies on copy queues
+        and a barrier on each device's queue before the next step."""
+        for r in after:
+            rt = self.group.runtimes[r]
+            if rt is not None:
+                rt.queue.flush()              # the boundary kernels start now
+        if self.route == "queue":
+            receive = self.ex.start_move(moves, after=after)
+            interior()
+            moved = receive()
+        else:
+            moved = self.ex.move(moves, after=after, overlap=True)
+            interior()
+        if not moved.ordered:                 # copies on other queues: wait for them
+            for r in self.rp.active:
+                waits = moved.received.get(r, []) + moved.sent.get(r, [])
+                if waits:
+                    cl.enqueue_barrier(self.group.runtimes[r].queue, wait_for=waits)
         self.exchange_events += [e for evs in moved.received.values() for e in evs]
         self.exchange_events += [e for evs in moved.sent.values() for e in evs]
 
@@ -408,17 +442,39 @@ class _Temporal:
                                                                                base=point))
         if t == 1:
             return None
-        if forced_k is not None and forced_k != t:
-            raise ParameterError(f"{skel.origin}: k={forced_k} with passes of t={t} steps: on "
-                                 "a device group a pass spans the steps between exchanges "
-                                 "(force t, or t=1 for single steps and k)")
-        self = cls(job, tplan, points, t)
+        hn, hs = tplan.hold
+        reach = max(hn, hs, 1)
+        if forced_k is not None:
+            if isinstance(forced_k, bool) or not isinstance(forced_k, int) or forced_k < t \
+                    or forced_k % t:
+                raise ParameterError(f"{skel.origin}: k={forced_k!r} with passes of t={t} "
+                                     "steps: on a device group k (the steps between "
+                                     "exchanges) is a multiple of t (force t, or t=1 for "
+                                     "single steps and any k)")
+            m = forced_k // t
+        else:
+            m = int(job.ex.agree(cls.passes_per_round(job, t, reach)))
+        self = cls(job, tplan, points, t, m)
         return self if self.feasible() else None
 
-    def __init__(self, job: _Job, tplan, points: dict, t: int):
-        self.job, self.tplan, self.points, self.t = job, tplan, points, t
+    @staticmethod
+    def passes_per_round(job: _Job, t: int, reach: int) -> int:
+        """Passes between exchanges (k = m t), from the cost rule of :meth:`_Job.default_k`
+        (a round's latency against recomputing the deeper halo), at most the iterations
+        and a halo of half the smallest part (its memory)."""
+        smallest = min((hi - lo for lo, hi in (job.ranges[r] for r in range(job.group.size))
+                        if hi > lo), default=0)
+        best = job.best_k()
+        m = max(1, round(best / t))
+        while m > 1 and (m * t > job.iterations or 2 * m * t * reach > smallest):
+            m -= 1
+        return m
+
+    def __init__(self, job: _Job, tplan, points: dict, t: int, m: int = 1):
+        self.job, self.tplan, self.points, self.t, self.m = job, tplan, points, t, m
         hn, hs = tplan.hold
-        self.h = t * max(hn, hs)
+        self.reach = max(hn, hs)
+        self.h = m * t * self.reach
         self.rp = RowPlan(job.ranges, job.rows, job.north, job.south, job.mode, self.h)
 
     def region(self, rank: int) -> tuple[int, int]:
@@ -461,20 +517,40 @@ class _Temporal:
         inp.halo_valid, inp.ghosts = True, key
         cur, nxt, done = inp, 0, 0
         while done < job.iterations:
-            kk = min(self.t, job.iterations - done)
-            more = done + kk < job.iterations
-            dst = bufs[nxt]
-            nxt ^= 1
-            self._round(cur, dst, kk, more)
-            cur, done = dst, done + kk
+            steps = min(self.m * self.t, job.iterations - done)     # this round's
+            more = done + steps < job.iterations
+            left = steps
+            while left > 0:                     # passes of t steps; the last exchanges
+                kk = min(self.t, left)
+                left -= kk
+                dst = bufs[nxt]
+                nxt ^= 1
+                if left:
+                    self._extended(cur, dst, kk, left)
+                else:
+                    self._round(cur, dst, kk, more)
+                cur = dst
+            done += steps
         skel = job.skel
         skel.last_launch = group_launch(skel.kind, [ln for r in sorted(job.launches)
                                                     for ln in job.launches[r]])
         skel.last_launch.iterations = job.iterations
-        skel.last_launch.k = self.t
+        skel.last_launch.k = self.m * self.t
         skel.last_launch.exchange_events = list(job.exchange_events)
         cur.halo_valid, cur.ghosts = False, None
         return cur
+
+    def _extended(self, cur: Parts, dst: Parts, kk: int, left: int) -> None:
+        """A pass of kk steps that is not the last of its round: every device computes its
+        rows and the halo rows the ``left`` steps after it in the round still read (the
+        overlap recomputed instead of exchanged)."""
+        job, ext = self.job, left * self.reach
+        for r in self.rp.active:
+            lo, hi = job.ranges[r]
+            a, b = lo - ext, hi + ext
+            if job.mode != "wrap":
+                a, b = max(a, 0), min(b, job.rows)
+            self._pass(r, cur, dst, kk, a, b)
 
     def _round(self, cur: Parts, dst: Parts, kk: int, more: bool) -> None:
         """One pass of kk steps on every device; with ``more``, dst's halo exchanged after
@@ -495,16 +571,9 @@ class _Temporal:
         if not split:
             job._exchange(dst)
             return
-        moved = job.ex.move(job._moves(dst, self.rp.halo_transfers(False)), after=after,
-                            overlap=True)
-        for r, a, b in interiors:
-            self._pass(r, cur, dst, kk, a, b)
-        for r in self.rp.active:
-            waits = moved.received.get(r, []) + moved.sent.get(r, [])
-            if waits:
-                cl.enqueue_barrier(job.group.runtimes[r].queue, wait_for=waits)
-        job.exchange_events += [e for evs in moved.received.values() for e in evs]
-        job.exchange_events += [e for evs in moved.sent.values() for e in evs]
+        job.exchange_behind(job._moves(dst, self.rp.halo_transfers(False)), after,
+                            lambda: [self._pass(r, cur, dst, kk, a, b)
+                                     for r, a, b in interiors])
 
     def _pass(self, rank: int, cur: Parts, dst: Parts, kk: int, a: int, b: int):
         """A pass of kk steps on device ``rank`` outputting rows [a, b) (matrix rows)."""

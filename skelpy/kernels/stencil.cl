@@ -147,11 +147,13 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
             for (int u = lc; u < skp_pitch; u += wgc)
                 tile[t * skp_pitch + u] = src[(SKP_IDX_T)t * cols + u];
     } else {
+        /* halo cells past the reach of the last row or column are never read: clamped, they
+         * stay within the border rule's range */
         for (int t = lr; t < halo_r; t += wgr) {
-            const int gr = r0 - SKP_N + t;
+            const int gr = min(r0 - SKP_N + t, rows - 1 + SKP_S);
             for (int u = lc; u < skp_pitch; u += wgc)
-                tile[t * skp_pitch + u] =
-                    SKP_BORDER_READ(in, gr, c0 - SKP_W + u, rows, cols, SKP_CVAL_IN);
+                tile[t * skp_pitch + u] = SKP_BORDER_READ(
+                    in, gr, min(c0 - SKP_W + u, cols - 1 + SKP_E), rows, cols, SKP_CVAL_IN);
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);

@@ -23,7 +23,9 @@
  *
  * Borders.  A group whose tile plus halo lies wholly inside the matrix ("interior" group,
  * uniform per group) reads without any index check.  Only groups touching an edge remap
- * indices with scipy.ndimage's rule for SKP_MODE (skp_remap below) or substitute the constant.
+ * indices with scipy.ndimage's rule for SKP_MODE (skp_border_fold in stencil_border.cl, which
+ * comes first: compares and selects, no division, so PoCL still vectorizes the kernel across
+ * work-items) or substitute the constant.
  *
  * The generated header (skeletons/stencil.py) supplies:
  *   SKP_IN_ST, SKP_OUT_ST       storage types of input and output elements
@@ -42,12 +44,6 @@
  * and, after this file, the muscle functions skp_muscle_fast (and skp_muscle_edge).
  */
 
-#define SKP_MODE_CONSTANT 0
-#define SKP_MODE_NEAREST 1
-#define SKP_MODE_WRAP 2
-#define SKP_MODE_REFLECT 3
-#define SKP_MODE_MIRROR 4
-
 #ifndef SKP_LOCAL
 #define SKP_LOCAL 1
 #endif
@@ -61,45 +57,11 @@
 #define SKP_VEC 1
 #endif
 
-/* Coordinate x mapped into [0, n) as scipy.ndimage does (ni_support.c, NI_InitFilterOffsets);
- * the modes are periodic, so reaches larger than the matrix fold back again and again.  The
- * common case, one step outside, costs a compare and an add; only far reaches divide. */
-inline int skp_remap(int x, const int n)
-{
-    if ((uint)x < (uint)n)
-        return x;
-#if SKP_MODE == SKP_MODE_NEAREST
-    return x < 0 ? 0 : n - 1;
-#elif SKP_MODE == SKP_MODE_WRAP
-    /* abcd|abcd|abcd */
-    if (x >= -n && x < 2 * n)
-        return x < 0 ? x + n : x - n;
-    int y = x % n;
-    return y < 0 ? y + n : y;
-#elif SKP_MODE == SKP_MODE_REFLECT
-    /* dcba|abcd|dcba: period 2n */
-    if (x >= -n && x < 2 * n)
-        return x < 0 ? -x - 1 : 2 * n - 1 - x;
-    const int p = 2 * n;
-    int y = x % p;
-    if (y < 0)
-        y += p;
-    return y < n ? y : p - 1 - y;
-#elif SKP_MODE == SKP_MODE_MIRROR
-    /* dcb|abcd|cba: period 2n - 2; a single cell mirrors onto itself */
-    if (n == 1)
-        return 0;
-    if (x > -n && x < 2 * n - 1)
-        return x < 0 ? -x : 2 * n - 2 - x;
-    const int p = 2 * n - 2;
-    int y = x % p;
-    if (y < 0)
-        y += p;
-    return y < n ? y : p - y;
-#else
-    return x; /* constant: callers test the range themselves */
-#endif
-}
+/* The border rule (stencil_border.cl, which comes first) with the reach of each dimension:
+ * every read of a computed cell lies within it (the kernel clamps the halo that a local tile
+ * stages beyond the matrix's last row or column: no computed cell reads it). */
+#define SKP_REACH_R (SKP_N > SKP_S ? SKP_N : SKP_S)
+#define SKP_REACH_C (SKP_W > SKP_E ? SKP_W : SKP_E)
 
 /* Element (r, c) of a rows x cols matrix p, with the border rule applied; CV is the constant
  * as p's element type. */
@@ -109,7 +71,8 @@ inline int skp_remap(int x, const int n)
          ? (p)[(SKP_IDX_T)(r) * (cols) + (c)] : (CV))
 #else
 #define SKP_BORDER_READ(p, r, c, rows, cols, CV) \
-    ((p)[(SKP_IDX_T)skp_remap((r), (rows)) * (cols) + skp_remap((c), (cols))])
+    ((p)[(SKP_IDX_T)skp_border_fold((r), (rows), SKP_MODE, SKP_REACH_R) * (cols) \
+         + skp_border_fold((c), (cols), SKP_MODE, SKP_REACH_C)])
 #endif
 
 /* Reads the muscle's accessors expand to.  DIRECT: the pointer is at the cell, the pitch is

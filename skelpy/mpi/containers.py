@@ -11,9 +11,20 @@ the same state and a read that needs the others (``to_numpy()``) finds them in i
 
 Shapes and dtypes are compared first: ranks that disagree get the same ShapeError.
 Containers built inside a skeleton call (its own scratch values) stay local.
+
+Writes through a container (``v[i] = x``, ``m[i][j] = x``, ``host_edit``) are collective too:
+every rank's copy must stay the same, so every rank makes the same write at the same point of
+the program. Each write first compares a digest of (container, index, value) across the ranks
+(for ``host_edit``, of the edited data when the block ends); a write made on some ranks only, or
+different writes, raise the same :class:`~skelpy.errors.CollectiveError` on every rank (the
+ranks that did not write raise it from their next skeleton call or collective) instead of
+leaving the ranks' copies silently different. ``local_numpy()`` is read-only: writing into it
+raises at once, on the rank that tries, and changes nothing.
 """
 
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 import pyopencl as cl
@@ -24,6 +35,7 @@ from ..distribution.exchange import Piece
 from ..distribution.parts import allocate, layout, redistribute
 from ..dtypes import check_dtype, storage_dtype
 from ..errors import ShapeError
+from .exchange import HOST_WRITE
 
 __all__ = ["Collective"]
 
@@ -133,6 +145,26 @@ class Collective:
                 parts = redistribute(parts, want)
             return cls.from_parts(parts)
 
+    # -- writing --------------------------------------------------------------------------------
+    def host_write(self, c, key, value) -> None:
+        """Before ``c[key] = value``: every rank writes the same (see the module docstring)."""
+        group = self._group()
+        what = f"{type(c).__name__}{list(c.shape)}[{_short(key)}] = {_short(value)}"
+        token = _digest(("write", type(c).__name__, c.shape, c.dtype.str, key, value))
+        group.exchange.check(op=HOST_WRITE, token=token, what=what)
+
+    def host_edit(self, c, arr: np.ndarray | None) -> None:
+        """At the start (``arr`` None) and the end of ``with c.host_edit() as arr``: every
+        rank edits, and ends with the same data."""
+        group = self._group()
+        if group is None:
+            return
+        stage = "start" if arr is None else "end"
+        what = f"{type(c).__name__}{list(c.shape)}.host_edit() ({stage})"
+        token = _digest(("edit", type(c).__name__, c.shape, c.dtype.str,
+                         None if arr is None else np.ascontiguousarray(arr)))
+        group.exchange.check(op=HOST_WRITE, token=token, what=what)
+
     # -- reading --------------------------------------------------------------------------------
     def local_numpy(self, c) -> np.ndarray:
         """This rank's owned rows of ``c`` (its block when the host holds the data)."""
@@ -151,6 +183,35 @@ class Collective:
             out = np.array(s.sync_host()[lo:hi])
         out.flags.writeable = False
         return out
+
+
+def _digest(obj) -> int:
+    """A CRC-32 of an index or value, equal on every rank exactly when they are equal."""
+    crc = 0
+
+    def feed(x) -> None:
+        nonlocal crc
+        if isinstance(x, (tuple, list)):
+            crc = zlib.crc32(b"(%d" % len(x), crc)
+            for y in x:
+                feed(y)
+        elif isinstance(x, slice):
+            feed(("slice", x.start, x.stop, x.step))
+        elif isinstance(x, np.ndarray) or np.isscalar(x) and not isinstance(x, str):
+            a = np.ascontiguousarray(x)
+            crc = zlib.crc32(f"{a.dtype.str}{a.shape}".encode(), crc)
+            crc = zlib.crc32(a.view(np.uint8).reshape(-1) if a.size else b"", crc)
+        elif hasattr(x, "shape") and hasattr(x, "dtype"):   # a container: its kind
+            feed(("container", type(x).__name__, tuple(x.shape), np.dtype(x.dtype).str))
+        else:
+            crc = zlib.crc32(repr(x).encode(), crc)
+    feed(obj)
+    return crc
+
+
+def _short(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _listing(sigs) -> str:

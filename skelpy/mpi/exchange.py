@@ -30,6 +30,7 @@ from ..distribution.exchange import Exchange, Moved, Span
 
 __all__ = ["MPIExchange"]
 
+EXCHANGE, HOST_WRITE = 0, 1    # what a rank does at a collective (see MPIExchange.check)
 CHUNK = 1 << 30                  # bytes per MPI message (MPI counts are C ints)
 TAGS = 32768                     # MPI promises tags below 32768
 
@@ -86,19 +87,30 @@ class MPIExchange(Exchange):
         self.stats = {"moves": 0, "bytes": 0, "messages": 0}
 
     # -- failures ------------------------------------------------------------------------------
-    def check(self, failure: BaseException | None = None) -> None:
-        """Collective: every rank says whether it failed; if any did, every rank but the
-        first that failed raises that rank's exception (the first returns, to raise its own)."""
+    def check(self, failure: BaseException | None = None, *, op: int = EXCHANGE,
+              token: int = 0, what: str = "") -> None:
+        """Collective: every rank says whether it failed and what it is doing (``op``, with a
+        ``token``: a digest of a host write). If any failed, every rank but the first that
+        failed raises that rank's exception (the first returns, to raise its own). If the
+        ranks are not doing the same (a host write on some ranks only, or different ones),
+        every rank raises the same :class:`~skelpy.errors.CollectiveError`."""
         if failure is None and self._worker_error is not None:
             failure, self._worker_error = self._worker_error, None
-        flags = np.zeros(self.size, np.int8)
-        self.comm.Allgather(np.array([failure is not None], np.int8), flags)
-        if not flags.any():
+        every = np.zeros((self.size, 3), np.int64)
+        self.comm.Allgather(np.array([failure is not None, op, token], np.int64), every)
+        flags = every[:, 0]
+        if flags.any():
+            first = int(np.flatnonzero(flags)[0])
+            info = self.comm.bcast(_describe(failure) if self.rank == first else None,
+                                   root=first)
+            if self.rank != first:
+                raise _rebuild(info)
             return
-        first = int(np.flatnonzero(flags)[0])
-        info = self.comm.bcast(_describe(failure) if self.rank == first else None, root=first)
-        if self.rank != first:
-            raise _rebuild(info)
+        if (every[:, 1:] != every[0, 1:]).any():
+            whats = self.comm.allgather(what)
+            exc = errors.CollectiveError(_mismatch(every, whats))
+            exc._skelpy_shared = True
+            raise exc
 
     @contextmanager
     def call(self):
@@ -360,6 +372,20 @@ class MPIExchange(Exchange):
         self.rt.queue.finish()
         self.copy_queue.finish()
         self._pending.clear()
+
+
+def _mismatch(every: np.ndarray, whats: list[str]) -> str:
+    """The message every rank raises when the ranks are not doing the same."""
+    doing = []
+    for r, (op, token) in enumerate(every[:, 1:].tolist()):
+        if op == HOST_WRITE:
+            doing.append(f"rank {r} writes {whats[r]} (digest {token & 0xffffffff:08x})")
+        else:
+            doing.append(f"rank {r} is in a skeleton call or collective" +
+                         (f" ({whats[r]})" if whats[r] else ""))
+    return ("under MPI a write through a container (v[i] = x, host_edit) is collective: "
+            "every rank makes the same write at the same point of the program, or the ranks' "
+            "copies would differ; here " + "; ".join(doing))
 
 
 def _describe(exc: BaseException) -> tuple:

@@ -414,6 +414,7 @@ class Stencil(Skeleton):
 
         source = (SourceBuilder("stencil")
                   .header(header)
+                  .file("stencil_border.cl")
                   .file("stencil_common.cl")
                   .part(_muscle_sources(tm_fast, tm_edge), muscles=(tm_fast, tm_edge))
                   .file("stencil.cl")

@@ -296,6 +296,7 @@ class StreamPlan:
         muscle_src = "\n".join(tm.source if polish is None else polish(tm) for tm in typed)
         built = (SourceBuilder("stencil_stream")
                  .header(header)
+                 .file("stencil_border.cl")
                  .file("stencil_stream_common.cl")
                  .part(muscle_src, muscles=typed)
                  .file("stencil_stream.cl")

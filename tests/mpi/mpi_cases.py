@@ -128,6 +128,59 @@ def test_a_failure_on_one_rank_raises_on_every_rank_with_the_same_message():
     assert sk.Reduce(lambda a, b: a + b, identity=0)(sk.Vector(np.arange(5))) == 10
 
 
+# -- writes through containers (collective) ---------------------------------------------------
+
+
+def test_the_same_writes_on_every_rank_are_seen_by_the_skeletons():
+    a = data((7, 3))
+    double = sk.Map(lambda x: x * 2)
+    m = double(sk.Matrix(a))                  # parts only: a write gathers first
+    m[1, 2] = 5.0
+    m[SIZE % 7][0] = -1.0                     # through a MatrixRow
+    with m.host_edit() as h:
+        h[-1] += 1
+    ref = 2 * a
+    ref[1, 2], ref[SIZE % 7, 0] = 5.0, -1.0
+    ref[-1] += 1
+    np.testing.assert_array_equal(double(m).to_numpy(), 2 * ref)
+    lo, hi = split(7, SIZE)[RANK]
+    np.testing.assert_array_equal(double(m).local_numpy(), 2 * ref[lo:hi])
+
+
+@pytest.mark.skipif(SIZE == 1, reason="needs two ranks")
+@pytest.mark.parametrize("held", ["parts", "host"])
+def test_a_write_on_one_rank_only_raises_on_every_rank(held):
+    a = data((7, 3))
+    double = sk.Map(lambda x: x * 2)
+    m = double(sk.Matrix(a)) if held == "parts" else sk.Matrix(2 * a)
+    with pytest.raises(sk.errors.CollectiveError) as info:
+        if RANK == 0:
+            m[5, 1] = 9.0                     # a row another rank owns
+        else:
+            m.to_numpy()
+            double(m)
+    messages = COMM.allgather(str(info.value))
+    assert len(set(messages)) == 1 and "rank 0 writes Matrix[7, 3][(5, 1)]" in messages[0]
+    # the write did not happen anywhere, and the ranks go on together
+    np.testing.assert_array_equal(double(m).to_numpy(), 4 * a)
+    np.testing.assert_array_equal(m.to_numpy(), 2 * a)
+
+
+@pytest.mark.skipif(SIZE == 1, reason="needs two ranks")
+def test_different_writes_or_edits_raise_on_every_rank():
+    a = data((5, 4))
+    m = sk.Matrix(a)
+    with pytest.raises(sk.errors.CollectiveError) as info:
+        m[0, 0] = float(RANK)
+    assert len(set(COMM.allgather(str(info.value)))) == 1
+    with pytest.raises(sk.errors.CollectiveError), m.host_edit() as h:
+        h[RANK % 5] = 3.0
+    # local_numpy() is read-only: a write raises at once and changes nothing
+    with pytest.raises(ValueError):
+        m.local_numpy()[...] = 0
+    np.testing.assert_array_equal(m.local_numpy(), m.to_numpy()[slice(*split(5, SIZE)[RANK])])
+
+
 # -- Map, Zip ---------------------------------------------------------------------------------------
 
 

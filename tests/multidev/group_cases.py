@@ -265,13 +265,16 @@ def test_stencil_every_border_mode_and_k(mode, rng):
                                        for it in (1, 4)})
         np.testing.assert_array_equal(one.to_numpy(), refs[1])
         for k in (1, 2, 3, 4):
-            try:
-                got = st(a, iterations=4, params={"k": k, "t": 1})
-            except sk.ParameterError:
-                assert k > 1          # k = 1 is always possible
-                continue
-            assert st.last_launch.k == k
-            np.testing.assert_array_equal(got.to_numpy(), refs[4], err_msg=f"{shape} k={k}")
+            # both routes of the halo exchange (in order on the devices' queues; copy queues)
+            for route in ("queue", "copy"):
+                try:
+                    got = st(a, iterations=4, params={"k": k, "t": 1, "route": route})
+                except sk.ParameterError:
+                    assert k > 1          # k = 1 is always possible
+                    continue
+                assert st.last_launch.k == k
+                np.testing.assert_array_equal(got.to_numpy(), refs[4],
+                                              err_msg=f"{shape} k={k} route={route}")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -281,8 +284,16 @@ def test_stencil_temporal_passes_on_the_group(mode, rng):
     for shape in [(1, 1), (4, 9), (29, 13)]:
         a = rng.random(shape).astype(np.float32)
         ref = one_device(lambda a=a: heat(a, iterations=5, params={"t": 1}).to_numpy())
-        got = heat(a, iterations=5, params={"t": 2, "tb_wc": 64})
-        np.testing.assert_array_equal(got.to_numpy(), ref)
+        for route in ("queue", "copy"):
+            got = heat(a, iterations=5, params={"t": 2, "tb_wc": 64, "route": route})
+            np.testing.assert_array_equal(got.to_numpy(), ref, err_msg=f"{shape} {route}")
+        # several passes between exchanges (k = m t; the halo m t deep, recomputed)
+        for k in (2, 4):
+            got = heat(a, iterations=5, params={"t": 2, "tb_wc": 64, "k": k})
+            assert heat.last_launch.k == k
+            np.testing.assert_array_equal(got.to_numpy(), ref, err_msg=f"{shape} k={k}")
+    with pytest.raises(sk.ParameterError, match="multiple of t"):
+        heat(a, iterations=5, params={"t": 2, "tb_wc": 64, "k": 3})
 
 
 def test_stencil_loop_reuses_the_overlap(rng):
@@ -347,6 +358,8 @@ def test_bad_k_is_named():
     st = sk.Stencil(skewed, border="nearest")
     with pytest.raises(sk.ParameterError, match="k=5"):
         st(np.ones((9, 4), np.float32), iterations=2, params={"k": 5, "t": 1})
+    with pytest.raises(sk.ParameterError, match="route='host'"):
+        st(np.ones((9, 4), np.float32), iterations=2, params={"route": "host", "t": 1})
 
 
 # -- the tuner, per device --------------------------------------------------------------------
@@ -451,3 +464,47 @@ def test_bench_multidev_measures_one_and_two_devices(tmp_path, monkeypatch):
     lines = report_multidev.section(data, None)
     assert any(line.startswith("| heat | 128x128 | 2 |") for line in lines)
     assert list(tmp_path.glob("multidev-*.json"))
+
+
+def test_suite_runs_the_multidev_part_by_itself_on_a_group(tmp_path, monkeypatch):
+    """``skelpy bench`` with a group of several devices in use: the multidev part joins the
+    default parts, on that group (the others on its first device), and its JSON and section
+    land in the results (the other parts are not run here: they have their own tests)."""
+    import json
+
+    from benchmarks import suite
+
+    seen = {}
+    real = suite.run_part
+
+    def run_part(part, argv, *, dump, parts_dir, env, timeout_s, log, progress):
+        seen[part] = (list(argv), env.get("SKELPY_DEVICE"))
+        if part != "multidev":
+            return {"status": "failed", "seconds": 0.0, "error": "not run in this test"}
+        # the calls of the test above (its kernels are built): fast also on a cold cache
+        argv = argv + ["--cases", "reduce,heat", "--iterations", "3"]
+        return real(part, argv, dump=dump, parts_dir=parts_dir,
+                    env=env, timeout_s=timeout_s, log=log, progress=progress)
+
+    monkeypatch.setattr(suite, "run_part", run_part)
+    monkeypatch.delenv("SKELPY_DEVICE", raising=False)
+    assert suite.multidev_group(None) is None            # CPUs only: never by itself
+    assert suite.multidev_group("cpu:0") is None
+    try:
+        doc = suite.main(["--device", GROUP, "--scale", "tiny", "--budget-minutes", "20",
+                          "--out", str(tmp_path), "--quiet"])
+    finally:
+        monkeypatch.delenv("SKELPY_DEVICE", raising=False)
+        sk.use(GROUP)
+    assert list(seen) == [*suite.DEFAULT_PARTS, "multidev"]
+    argv, device = seen["multidev"]
+    assert argv[:2] == ["--group", GROUP]
+    assert all(dev == "0" for _, dev in seen.values())   # the others: the first device
+    assert doc["parts"]["multidev"]["status"] == "done", doc["parts"]["multidev"]
+    (path,) = tmp_path.glob("multidev-*.json")
+    rows = {(r["case"], r["devices"]): r for r in json.loads(path.read_text())["rows"]}
+    assert {("reduce", 1), ("reduce", 2), ("heat", 1), ("heat", 2)} <= set(rows)
+    heat = rows[("heat", 2)]
+    assert 0 <= heat["exchange_fraction"] < 1 and 0 <= heat["stall_fraction"] < 1
+    md = (tmp_path / "RESULTS.md").read_text()
+    assert "### Several devices" in md and "| heat | 128x128 | 2 |" in md

@@ -1,0 +1,70 @@
+/* The border rule of the stencil kernels (stencil_common.cl, stencil_stream_common.cl): a
+ * coordinate outside [0, n) mapped into it as scipy.ndimage does (ni_support.c,
+ * NI_InitFilterOffsets).  `mode` is a compile-time constant wherever these are called, so the
+ * compiler keeps one mode's code. */
+
+#define SKP_MODE_CONSTANT 0
+#define SKP_MODE_NEAREST 1
+#define SKP_MODE_WRAP 2
+#define SKP_MODE_REFLECT 3
+#define SKP_MODE_MIRROR 4
+
+/* One fold of a periodic mode: x reflected or shifted once across the edge it is beyond; exact
+ * for x at most one period outside (x in [-n, 2n), mirror (-n, 2n - 1)).  One select chain on
+ * x: compact, so LLVM still splits a kernel's work-item loop into interior and edge copies (a
+ * larger edge side, mirror written as two folds, kept them together: PoCL then vectorized both
+ * under masks, with gathers, 4-14x slower), and mirror's `x < 0 ? -x : x` on its own would
+ * become llvm.abs, which oclgrind does not know. */
+inline int skp_border_once(const int x, const int n, const int mode)
+{
+    if (mode == SKP_MODE_WRAP)                          /* abcd|abcd|abcd: period n */
+        return x < 0 ? x + n : x >= n ? x - n : x;
+    if (mode == SKP_MODE_REFLECT)                       /* dcba|abcd|dcba: period 2n */
+        return x < 0 ? -x - 1 : x >= n ? 2 * n - 1 - x : x;
+    return x < 0 ? -x : x >= n ? 2 * n - 2 - x : x;     /* dcb|abcd|cba: period 2n - 2 */
+}
+
+/* x mapped into [0, n) for x within `reach` of the matrix, x in [-reach, n - 1 + reach] (the
+ * caller keeps x there: reads of computed cells are, and a local tile's halo beyond the matrix
+ * is clamped first).  Constant: the nearest cell (callers replace the value).
+ *
+ * Written for PoCL's vectorizer, which runs a work-group's work-items as the lanes of one loop
+ * and gives up on the whole loop (interior work-groups too) for any of:
+ * - a division (it may trap, so it cannot run under a mask): `reach` folds instead, a constant,
+ *   so the loop unrolls into compares and selects; one fold serves the common one-cell reach,
+ *   and each brings x at least one cell closer, so `reach` folds serve even a matrix smaller
+ *   than the reach.  With `%` here wrap, reflect and mirror ran 8-125x slower than nearest;
+ * - vector-typed instructions, which LLVM's SLP vectorizer makes of the row and column clamps
+ *   (clamp() is min/max): selects instead, nearest included;
+ * - a large edge side (see skp_border_once).
+ * `static`: no out-of-line copy, whose loop (reach unknown there) clang warns it cannot unroll. */
+static inline int skp_border_fold(int x, const int n, const int mode, const int reach)
+{
+    if (mode == SKP_MODE_CONSTANT || mode == SKP_MODE_NEAREST)
+        return x < 0 ? 0 : x >= n ? n - 1 : x;
+#pragma unroll
+    for (int i = 0; i < reach; ++i)
+        x = skp_border_once(x, n, mode);
+    /* mirror: a single cell mirrors onto itself */
+    return (mode == SKP_MODE_MIRROR && n == 1) ? 0 : x;
+}
+
+/* x mapped into [0, n) for any x (the periodic modes fold far reaches back again and again):
+ * one fold when x is at most n outside, else a division.  For kernels whose reads are not
+ * bounded by a compile-time reach (the streaming passes' overlapped tiles). */
+inline int skp_border_index(int x, const int n, const int mode)
+{
+    if ((uint)x < (uint)n)
+        return x;
+    if (mode == SKP_MODE_CONSTANT || mode == SKP_MODE_NEAREST)
+        return clamp(x, 0, n - 1);
+    if (mode == SKP_MODE_MIRROR && n == 1)
+        return 0;
+    if (mode == SKP_MODE_MIRROR ? (x > -n && x < 2 * n - 1) : (x >= -n && x < 2 * n))
+        return skp_border_once(x, n, mode);
+    const int p = mode == SKP_MODE_WRAP ? n : mode == SKP_MODE_REFLECT ? 2 * n : 2 * n - 2;
+    int y = x % p;
+    if (y < 0)
+        y += p;
+    return mode == SKP_MODE_WRAP ? y : y < n ? y : (mode == SKP_MODE_REFLECT ? p - 1 - y : p - y);
+}
