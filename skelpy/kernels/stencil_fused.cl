@@ -1,6 +1,6 @@
 /* A fused StencilSequence: the K stages of `a >> b >> ...` in one kernel (Halide's compute_at
- * at the tile).  The generated header, stencil_stream_common.cl (the per-mode border rule
- * skp_tb_remap and SKP_TB_AROUND), stencil_fused_common.cl (launch macros, SKP_FU_READ_EDGE)
+ * at the tile).  The generated header, stencil_border.cl and stencil_stream_common.cl (the
+ * per-mode border rule skp_tb_remap and SKP_TB_AROUND), stencil_fused_common.cl (launch macros, SKP_FU_READ_EDGE)
  * and the stage muscles come first.
  *
  * A work-group of SKP_FU_WC x SKP_FU_WR work-items outputs a tile of SKP_FU_TH x SKP_FU_TW

@@ -145,6 +145,7 @@ class FusedPlan:
         muscle_src = "\n".join(tm.source if polish is None else polish(tm) for tm in muscles)
         built = (SourceBuilder("stencil_fused")
                  .header(header)
+                 .file("stencil_border.cl")
                  .file("stencil_stream_common.cl")
                  .file("stencil_fused_common.cl")
                  .part(muscle_src, muscles=muscles)
