@@ -19,6 +19,9 @@ one part's device state cannot colour the next one's timings):
     borders               each border mode's default single step against nearest's, heat and
                           a 3x3 Gaussian, tuning off and model (opt-in: --only borders;
                           bench_borders.py)
+    sequence              stencil sequences fused into one kernel vs staged (Canny: Gaussian ->
+                          Sobel -> NMS), bitwise checked (opt-in: --only sequence;
+                          bench_sequence.py)
     fusion                array expressions fused into one kernel vs hand-written, MapReduce
                           and CuPy (opt-in: --only fusion; bench_fusion.py)
     multidev              Map, Zip, Reduce, dot, Scan, matmul, heat, Gaussian, Life on 1 vs
@@ -70,7 +73,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SCHEMA = "skelpy-bench-suite/1"
 
 PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning", "tuner_eval",
-         "temporal", "borders", "fusion", "multidev")
+         "temporal", "borders", "sequence", "fusion", "multidev")
 DEFAULT_PARTS = ("map", "reduce_scan_allpairs", "stencil", "extras", "tuning")
 ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_allpairs",
            "allpairs": "reduce_scan_allpairs", "matmul": "reduce_scan_allpairs",
@@ -78,7 +81,8 @@ ALIASES = {"zip": "map", "reduce": "reduce_scan_allpairs", "scan": "reduce_scan_
            "elementwise": "extras", "cupy": "extras"}
 # Share of the budget per part (relative weights).
 WEIGHTS = {"map": 1.0, "reduce_scan_allpairs": 2.0, "stencil": 4.0, "extras": 1.0,
-           "tuning": 2.0, "tuner_eval": 4.0, "temporal": 2.0, "borders": 1.0, "fusion": 1.0,
+           "tuning": 2.0, "tuner_eval": 4.0, "temporal": 2.0, "borders": 1.0, "sequence": 1.0,
+           "fusion": 1.0,
            "multidev": 2.0}
 SCALES = ("tiny", "quick", "medium", "full")
 # Rough seconds per part and scale on the reference machines (a 2-core PoCL CPU with a cold
@@ -89,12 +93,14 @@ EST_SECONDS = {
     "cpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 30, 70),
             "stencil": (10, 25, 50, 200), "extras": (4, 6, 12, 30),
             "tuning": (10, 40, 90, 150), "tuner_eval": (40, 240, 480, 1200),
-            "temporal": (15, 50, 150, 400), "borders": (10, 30, 60, 120), "fusion": (30, 60, 120, 240),
+            "temporal": (15, 50, 150, 400), "borders": (10, 30, 60, 120),
+            "sequence": (30, 90, 200, 400), "fusion": (30, 60, 120, 240),
             "multidev": (20, 60, 120, 300)},
     "gpu": {"map": (4, 8, 15, 30), "reduce_scan_allpairs": (6, 12, 25, 60),
             "stencil": (10, 30, 80, 200), "extras": (4, 6, 10, 20),
             "tuning": (10, 40, 80, 150), "tuner_eval": (40, 240, 480, 1200),
-            "temporal": (15, 180, 600, 1800), "borders": (10, 20, 40, 80), "fusion": (20, 40, 90, 180),
+            "temporal": (15, 180, 600, 1800), "borders": (10, 20, 40, 80),
+            "sequence": (10, 60, 150, 300), "fusion": (20, 40, 90, 180),
             "multidev": (20, 60, 150, 400)},
 }
 STENCIL_SET = "game_of_life,heat_5pt,gaussian_5x5,gaussian_11x11,canny"
@@ -200,6 +206,11 @@ def part_argv(part: str, sc: Scale, gpu: bool, seconds: float,
         if sc.name == "tiny":
             return argv + ["--scale", "tiny", "--reps", "2", "--iterations", "4"]
         return argv + ["--scale", sc.name]
+    if part == "sequence":
+        if sc.name == "tiny":
+            return ["--sizes", "64", "--reps", "2", "--cases", "canny"]
+        return (["--quick"] if quick else []) + (["--sizes", "512"] if not gpu and quick
+                                                 else [])
     if part == "temporal":
         if sc.name == "tiny":
             return ["--quick", "--sizes", "64", "--iterations", "4", "--cases", "heat"]
@@ -359,7 +370,7 @@ def _child(part: str, dump: Path, parts_dir: Path, argv: list[str]) -> int:
         plain_common.RESULTS_DIR = parts_dir
     out = ["--out", str(parts_dir)] if part in ("reduce_scan_allpairs", "stencil",
                                                  "tuner_eval", "temporal",
-                                                 "borders") else []
+                                                 "borders", "sequence") else []
     if part == "map":
         from benchmarks import bench_map as mod
         data = mod.main(argv)
@@ -386,6 +397,9 @@ def _child(part: str, dump: Path, parts_dir: Path, argv: list[str]) -> int:
         data = mod.main(argv + out)
     elif part == "borders":
         from benchmarks import bench_borders as mod
+        data = mod.main(argv + out)
+    elif part == "sequence":
+        from benchmarks import bench_sequence as mod
         data = mod.main(argv + out)
     elif part == "fusion":
         from benchmarks import bench_fusion as mod
@@ -1114,6 +1128,8 @@ def merge(meta: dict, raw: dict[str, dict]) -> dict:
         doc["temporal"] = raw["temporal"]
     if "borders" in raw:
         doc["borders"] = raw["borders"]
+    if "sequence" in raw:
+        doc["sequence"] = raw["sequence"]
     if "fusion" in raw:
         doc["fusion"] = raw["fusion"]
     if "multidev" in raw:

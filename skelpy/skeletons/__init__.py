@@ -12,9 +12,11 @@
 - ``elementwise`` (Map, Zip), ``reduce`` (Reduce, MapReduce) with ``reduce_plan``, ``scan``
   (Scan), ``allpairs`` (AllPairs); the folds share ``fold_common`` (identities, device limits
   of their work-groups) and ``fold_muscle`` (accumulator dtypes, what a fold muscle computes).
-- ``stencil`` (Stencil, StencilSequence) with ``stencil_shape`` (reach, borders),
-  ``stencil_plan`` (its plan and launch space), ``stencil_launch`` (launching, iterations,
-  repeats) and ``stencil_temporal`` (iterations in passes of several steps).
+- ``stencil`` (Stencil) with ``stencil_shape`` (reach, borders), ``stencil_plan`` (its plan
+  and launch space), ``stencil_launch`` (launching, iterations, repeats) and
+  ``stencil_temporal`` (iterations in passes of several steps, on ``stencil_stream``);
+  ``stencil_sequence`` (StencilSequence, ``a >> b``: staged, or fused into one kernel by
+  ``stencil_fused``).
 """
 
 from .allpairs import AllPairs

@@ -1,4 +1,5 @@
-"""Stencil and StencilSequence: a muscle applied to the neighbourhood of every matrix cell.
+"""Stencil: a muscle applied to the neighbourhood of every matrix cell (``a >> b`` chains
+stencils into a StencilSequence, :mod:`.stencil_sequence`).
 
 ``Stencil(f, shape, border)(m)`` computes ``out[r, c] = f(nb)`` where ``nb[dr, dc]`` reads
 ``m[r + dr, c + dc]`` (``dr`` is the row offset, negative = north; ``dc`` the column offset,
@@ -51,6 +52,7 @@ from .limits import check_iterations, check_output
 from .plan import feature_dict
 from .stencil_launch import BoundStencil, merge_launches, place, repeat_launcher
 from .stencil_plan import MatrixExtra, StencilPlan, VectorExtra, nb_extra, nb_input, tile_bytes
+from .stencil_sequence import StencilSequence
 from .stencil_shape import (
     BORDERS,
     Shape,
@@ -94,6 +96,12 @@ class Stencil(Skeleton):
 
     kind = "stencil"
     _fast = None       # the repeat-call launcher of the latest settled call
+
+    @staticmethod
+    def unroll_hints(tm) -> str:
+        """A translated muscle's source with unroll hints (what this stencil's kernels use;
+        a fused sequence polishes its stages' muscles with it too)."""
+        return _unroll_hints(tm)
 
     def __init__(self, f, shape: int | Shape | None = None, border: str = "nearest",
                  cval: float = 0, out_dtype=None):
@@ -462,149 +470,3 @@ def _unroll_hints(tm) -> str:
         if lp.parent is not None:
             inner[lp.parent] = max(inner[lp.parent], size)
     return tm.with_unroll_pragmas(unroll)
-
-
-# -- sequences ----------------------------------------------------------------------------------
-
-
-class StencilSequence:
-    """Stencils applied one after another, ``(a >> b >> c)(m)``; intermediate matrices stay
-    on the device. ``seq(m, iterations=k)`` repeats the whole sequence k times.
-
-    Extra arguments given to the sequence go to every stage, each taking as many as its muscle
-    has parameters after the neighbourhood (SkelCL passes the same extras to all stages)."""
-
-    kind = "stencil_sequence"
-
-    def __init__(self, *stages):
-        flat: list[Stencil] = []
-        for s in stages:
-            if isinstance(s, StencilSequence):
-                flat.extend(s.stages)
-            elif isinstance(s, Stencil):
-                flat.append(s)
-            else:
-                raise ParameterError(f"a StencilSequence chains Stencils; got {s!r}")
-        if not flat:
-            raise ParameterError("a StencilSequence needs at least one Stencil")
-        self.stages: tuple[Stencil, ...] = tuple(flat)
-        self.last_launch: _rt.Launch | None = None
-        self.last_launches: list[_rt.Launch] = []
-
-    def __rshift__(self, other) -> StencilSequence:
-        return StencilSequence(self, other)
-
-    def __rrshift__(self, other) -> StencilSequence:
-        return StencilSequence(other, self)
-
-    def __len__(self) -> int:
-        return len(self.stages)
-
-    def __repr__(self) -> str:
-        return "<skelpy.StencilSequence " + " >> ".join(s.origin for s in self.stages) + ">"
-
-    @property
-    def origin(self) -> str:
-        return "StencilSequence(" + ", ".join(s.muscle.origin for s in self.stages) + ")"
-
-    @checked_signature
-    def __call__(self, m, *extras, iterations: int = 1,
-                 params: Mapping | Sequence[Mapping | None] | None = None) -> Matrix:
-        """Run every stage in order (``iterations`` times); the result stays on the device.
-
-        ``params``: one dict for every stage, or a list with one dict (or None) per stage."""
-        iterations = check_iterations(self.origin, iterations)
-        stage_params = self._stage_params(params)
-        for stage in self.stages:
-            stage._ready()
-        src = self.stages[0]._as_input(m)
-        if iterations == 0:
-            self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
-            return src.copy()
-        first, choice = self.stages[0], None
-        if _rt.current().group is not None:              # several devices at once
-            for i in range(len(self.stages)):
-                self._bind_stage(i, src, extras)         # the checks, before anything runs
-            cur, per_stage = distributed_stencil.run_sequence(self, src, extras, iterations,
-                                                              stage_params)
-        else:
-            # one device for the whole sequence, placed as the first stage run len(stages)
-            # times
-            rt, choice = place(first, self._bind_stage(0, src, extras), src,
-                               iterations * len(self.stages))
-            cur, per_stage = self._run_stages(src, extras, iterations, stage_params, rt, choice)
-        self.last_launches = []
-        for stage, launches in zip(self.stages, per_stage):
-            stage.last_launch = merge_launches(stage.kind, launches)
-            self.last_launches.append(stage.last_launch)
-        self._summarise(iterations)
-        if choice is not None:
-            self.last_launch.choice = choice
-            first._chosen(choice, cur)
-        return cur
-
-    def _run_stages(self, src, extras, iterations, stage_params, rt, choice=None):
-        per_stage: list[list] = [[] for _ in self.stages]
-        decided: dict = {}
-        cur = src
-        for _ in range(iterations):
-            for i, stage in enumerate(self.stages):
-                bound = self._bind_stage(i, cur, extras)
-                if choice is not None:
-                    bound.plan.check_device(rt)
-                check_output(stage.origin, src.shape, bound.out_dtype, rt)
-                dst = empty_like_shape(src.shape, bound.out_dtype, rt)
-                bound.launch(rt, cur, dst, stage._check_params_arg(stage_params[i]), decided,
-                             per_stage[i], key=i)
-                bound.raise_if_failed()
-                cur = dst
-        return cur, per_stage
-
-    def _summarise(self, iterations: int) -> None:
-        """``last_launch``: every stage's parameters, events and refusals."""
-        events = [e for ln in self.last_launches for e in ln.events]
-        refused = [r for ln in self.last_launches for r in ln.refused]
-        last = self.last_launches[-1]
-        self.last_launch = _rt.Launch(
-            self.kind, {i: dict(ln.params) for i, ln in enumerate(self.last_launches)},
-            last.global_size, last.local_size, events, refused,
-            "+".join(sorted({ln.source for ln in self.last_launches})))
-        self.last_launch.iterations = iterations
-
-    @checked_signature
-    def source(self, m, *extras, params: Mapping | Sequence[Mapping | None] | None = None
-               ) -> str:
-        """The OpenCL C programs a call with these arguments builds, one per stage in order,
-        each as ``Stencil.source`` shows it (after a comment naming the stage)."""
-        stage_params = self._stage_params(params)
-        src = self.stages[0]._as_input(m)
-        rt = _rt.current()
-        texts = []
-        cur = src
-        for i, stage in enumerate(self.stages):
-            bound = self._bind_stage(i, cur, extras)
-            n_extra = len(bound.values)
-            texts.append(f"/* stage {i}: {stage.origin} */\n"
-                         + stage.source(cur, *extras[:n_extra], params=stage_params[i]))
-            # the next stage reads this one's output: only its dtype and shape matter here
-            cur = Matrix.from_device(None, src.shape, bound.out_dtype, rt)
-        return "\n".join(texts)
-
-    def _bind_stage(self, i: int, cur: Matrix, extras: Sequence) -> BoundStencil:
-        stage = self.stages[i]
-        n_extra = max(stage.muscle.n_params - 1, 0)
-        if n_extra > len(extras):
-            raise ShapeError(f"{stage.origin}: stage {i} takes {n_extra} extra "
-                             f"argument(s) but the sequence was given {len(extras)}")
-        return stage._bind(cur, extras[:n_extra], None)
-
-    def _stage_params(self, params) -> list:
-        n = len(self.stages)
-        if params is None:
-            return [None] * n
-        if isinstance(params, Mapping):
-            return [params] * n
-        if isinstance(params, Sequence) and not isinstance(params, str) and len(params) == n:
-            return list(params)
-        raise ParameterError(f"{self.origin}: params must be a dict or a list of {n} dicts")
-
