@@ -41,6 +41,7 @@ from ..tuner.space import Param, ParamSpace
 from .common import collective, group_launch
 from .exchange import Move, exchange_of
 from .parts import Parts, allocate, distributed
+from .stencil_repeats import Repeats
 from .stencil_rows import RowPlan
 
 __all__ = ["run", "run_sequence", "K_VALUES", "GROUP_PARAMS"]
@@ -198,6 +199,7 @@ class _Job:
         """All the iterations with a k-deep halo; the result's parts (stale halo)."""
         skel, group = self.skel, self.group
         self.launches, self.exchange_events = {}, []
+        self.repeats = Repeats(skel.kind, skel.origin)
         h = k * self.reach
         with skel._naming_errors():
             inp = self.src.storage.parts
@@ -231,6 +233,7 @@ class _Job:
                 self._step(cur, dst, j, kk, exchange_after=(j == kk and more))
                 cur = dst
             done += kk
+        self.add_repeats("repeat")
         skel.last_launch = group_launch(skel.kind, [ln for r in sorted(self.launches)
                                                     for ln in self.launches[r]])
         skel.last_launch.iterations = self.iterations
@@ -238,6 +241,11 @@ class _Job:
         skel.last_launch.exchange_events = list(self.exchange_events)
         cur.halo_valid, cur.ghosts = False, None
         return cur
+
+    def add_repeats(self, source: str) -> None:
+        """The call's repeated launches into its per-device Launch records."""
+        for r, ln in self.repeats.records(source).items():
+            self.launches.setdefault(r, []).append(ln)
 
     def _step(self, cur: Parts, dst: Parts, j: int, kk: int, exchange_after: bool) -> None:
         """Step j of kk on every device, cur -> dst; with ``exchange_after``, dst's halo is
@@ -261,7 +269,9 @@ class _Job:
         if not split:
             self._exchange(dst)
             return
-        self.exchange_behind(self._moves(dst, self._transfers()), after,
+        moves = self.repeats.memo(("halo", id(dst)),
+                                  lambda: self._moves(dst, self._transfers()))
+        self.exchange_behind(moves, after,
                              lambda: [self._launch(r, cur, dst, a, b) for r, a, b in interiors])
 
     def exchange_behind(self, moves, after: dict, interior) -> None:
@@ -302,9 +312,11 @@ class _Job:
                 for t in transfers]
 
     def _refresh_ghosts(self, parts: Parts, j: int, kk: int) -> None:
-        moves = []
-        for r in self.rp.active:
-            moves += self._moves(parts, self.rp.ghost_refresh(r, j, kk))
+        def plan():
+            return [m for r in self.rp.active
+                    for m in self._moves(parts, self.rp.ghost_refresh(r, j, kk))]
+
+        moves = self.repeats.memo(("ghosts", id(parts), j, kk), plan)
         if moves:
             self.ex.move(moves)
 
@@ -355,6 +367,9 @@ class _Job:
         if b <= a or rt is None:              # (None: a device of another process)
             return None
         part = cur.parts[rank]
+        point = self.points.get(rank)
+        if point is not None:
+            return self._repeat(rank, rt, point, part, dst.parts[rank].buffer, a, b)
         first = part.first
         plan, skel = self.plan, self.skel
         lo, hi = np.int32(a - first), np.int32(b - first)
@@ -372,26 +387,40 @@ class _Job:
                            origin=skel.origin)
             return dst, [ev], gsize, lsize
 
-        point = self.points.get(rank)
-        if point is None:
-            info = {}
+        info = {}
 
-            def run(p):
-                out, evs, info["g"], info["l"] = launch(p)
-                return out, evs
+        def run(p):
+            out, evs, info["g"], info["l"] = launch(p)
+            return out, evs
 
-            dataset = {"n": float(part.rows * self.cols), "rows": float(part.rows),
-                       "cols": float(self.cols), "dtype_size": float(plan.in_dtype.itemsize)}
-            outcome = skel._run_tuned(plan, rt, dataset, self.forced, run)
-            self.points[rank] = dict(outcome.params)
-            self.launches.setdefault(rank, []).append(_rt.Launch(
-                skel.kind, dict(outcome.params), info["g"], info["l"], list(outcome.events),
-                list(outcome.refused), outcome.source))
-            return outcome.events[-1] if outcome.events else None
-        _out, evs, g, loc = launch(point)
-        self.launches.setdefault(rank, []).append(_rt.Launch(skel.kind, dict(point), g, loc,
-                                                             evs, source="repeat"))
-        return evs[-1]
+        dataset = {"n": float(part.rows * self.cols), "rows": float(part.rows),
+                   "cols": float(self.cols), "dtype_size": float(plan.in_dtype.itemsize)}
+        outcome = skel._run_tuned(plan, rt, dataset, self.forced, run)
+        self.points[rank] = dict(outcome.params)
+        self.launches.setdefault(rank, []).append(_rt.Launch(
+            skel.kind, dict(outcome.params), info["g"], info["l"], list(outcome.events),
+            list(outcome.refused), outcome.source))
+        return outcome.events[-1] if outcome.events else None
+
+    def _repeat(self, rank: int, rt, point: dict, part, dst, a: int, b: int):
+        """A launch at device ``rank``'s settled point: kernel, sizes and arguments prepared
+        once per call and window (:class:`~.stencil_repeats.Repeats`)."""
+        plan, first = self.plan, part.first
+
+        def prepare():
+            gsize, lsize = geometry(point, b - a, self.cols)
+            tail = [np.int32(part.held), np.int32(self.cols)]
+            if int(point["local"]):
+                tail.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
+            tail += [np.int32(a - first), np.int32(b - first), *self.extra_args[rank]]
+            return plan.kernel(rt, point, None, WINDOW), gsize, lsize, tail
+
+        rep = self.repeats
+        kernel, gsize, lsize, tail = rep.memo(("window", rank, a, b), prepare)
+        src = part.buffer
+        own, args = rep.entry(rank, kernel, src, dst, lambda: [dst, src, *tail])
+        args[2:] = tail
+        return rep.launch(rt, rank, own, gsize, lsize, args, point)
 
 
 class _Temporal:
@@ -500,6 +529,7 @@ class _Temporal:
         job = self.job
         group = job.group
         job.launches, job.exchange_events = {}, []
+        job.repeats = Repeats(job.skel.kind, job.skel.origin)
         with job.skel._naming_errors():
             inp = job.src.storage.parts
             if inp is None or inp.group is not group or inp.dist.name != "overlap" \
@@ -531,6 +561,7 @@ class _Temporal:
                     self._round(cur, dst, kk, more)
                 cur = dst
             done += steps
+        job.add_repeats("temporal")
         skel = job.skel
         skel.last_launch = group_launch(skel.kind, [ln for r in sorted(job.launches)
                                                     for ln in job.launches[r]])
@@ -571,7 +602,9 @@ class _Temporal:
         if not split:
             job._exchange(dst)
             return
-        job.exchange_behind(job._moves(dst, self.rp.halo_transfers(False)), after,
+        moves = job.repeats.memo(("halo", id(dst)),
+                                 lambda: job._moves(dst, self.rp.halo_transfers(False)))
+        job.exchange_behind(moves, after,
                             lambda: [self._pass(r, cur, dst, kk, a, b)
                                      for r, a, b in interiors])
 
@@ -582,12 +615,18 @@ class _Temporal:
         if rt is None:                        # a device of another process (MPI)
             return None
         part = cur.parts[rank]
-        ra, rb = self.region(rank)
-        point = dict(self.points[rank], t=kk)
-        window = (a - ra, b - ra, (ra - part.first) * job.cols)
-        ev = self.tplan.launch_pass(rt, point, dst.parts[rank].buffer, part.buffer, rb - ra,
-                                    job.cols, self.extra_args[rank], window=window)
-        geo = self.tplan.geometry(point, b - a, job.cols)
-        job.launches.setdefault(rank, []).append(_rt.Launch(
-            "stencil", point, geo.global_size, geo.local_size, [ev], source="temporal"))
-        return ev
+        rep = job.repeats
+        src, out = part.buffer, dst.parts[rank].buffer
+
+        def prepare():
+            ra, rb = self.region(rank)
+            point = dict(self.points[rank], t=kk)
+            window = (a - ra, b - ra, (ra - part.first) * job.cols)
+            kernel, geo, args = self.tplan.pass_launch(rt, point, out, src, rb - ra, job.cols,
+                                                       self.extra_args[rank], window=window)
+            return kernel, geo, args[2:], point
+
+        kernel, geo, tail, point = rep.memo(("pass", rank, kk, a, b), prepare)
+        own, args = rep.entry(rank, kernel, src, out, lambda: [out, src, *tail])
+        args[2:] = tail
+        return rep.launch(rt, rank, own, geo.global_size, geo.local_size, args, point)

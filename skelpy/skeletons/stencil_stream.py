@@ -508,6 +508,15 @@ class StreamPlan:
         """One pass of ``point['t']`` stages, buffer src -> buffer dst; returns the event.
         ``window`` (row_lo, row_hi, offset), on a device group: output rows [row_lo, row_hi)
         of the ``rows`` rows that start ``offset`` elements into the buffers."""
+        kernel, geo, args = self.pass_launch(rt, point, dst, src, rows, cols, extra_args,
+                                             window)
+        return rt.launch(kernel, geo.global_size, geo.local_size, args, params=dict(point),
+                         skeleton="stencil")
+
+    def pass_launch(self, rt: _rt.Runtime, point: Mapping, dst, src, rows: int, cols: int,
+                    extra_args: Sequence, window: tuple[int, int, int] | None = None):
+        """What :meth:`launch_pass` enqueues: (kernel, geometry, argument list), for a caller
+        that repeats a pass many times (a device group keeps them for the whole call)."""
         if window is None:
             geo = self.geometry(point, rows, cols)
             extra, win = (), []
@@ -518,9 +527,7 @@ class StreamPlan:
         args = [dst, src, np.int32(rows), np.int32(cols), np.int32(geo.chunk),
                 np.int32(geo.wout), cl.LocalMemory(max(geo.local_bytes, 1)), *win,
                 *extra_args]
-        return rt.launch(self.kernel(rt, point, self.small(rows, cols), extra),
-                         geo.global_size, geo.local_size, args, params=dict(point),
-                         skeleton="stencil")
+        return self.kernel(rt, point, self.small(rows, cols), extra), geo, args
 
     def run(self, rt: _rt.Runtime, point: Mapping, src, rows: int, cols: int,
             applications: int, extra_args: Sequence, buffers: Sequence) -> tuple:

@@ -311,6 +311,22 @@ def test_stencil_loop_reuses_the_overlap(rng):
     assert abs(float(total) - want.astype(np.float64).sum()) < 1e-3
 
 
+def test_stencil_steps_are_one_launch_per_device(rng):
+    """Between exchanges each device enqueues one kernel per step, whatever the round's
+    windows (issue 13: the group's steps were host-bound at 4096^2 on 2 x H200)."""
+    st = sk.Stencil(skewed, border="wrap")
+    a = rng.standard_normal((40, 23)).astype(np.float32)
+    ref = one_device(lambda: st(a, iterations=12, params={"t": 1}).to_numpy())
+    params = {"k": 4, "t": 1, "overlap": False}
+    st(a, iterations=12, params=params)               # the devices' tuners settle
+    rts = runtime.current().group.runtimes
+    before = [rt.stats.launches for rt in rts]
+    got = st(a, iterations=12, params=params)
+    assert [rt.stats.launches - b for rt, b in zip(rts, before, strict=True)] == [12] * ranks()
+    assert sum(len(ln.events) for ln in st.last_launch.per_device) == 12 * ranks()
+    np.testing.assert_array_equal(got.to_numpy(), ref)
+
+
 def test_stencil_extras_sequences_and_dtypes(rng):
     def g(nb, o, w, s):
         return nb[-1, 0] + o[0, 1] * s + w[2] - nb[1, 1]
