@@ -1,0 +1,225 @@
+"""Iterations of a stencil on a device group in passes of t steps (``stencil_temporal``) per
+device, the halo exchanged every m passes (k = m t steps; see :mod:`.stencil`, whose call
+object, the job, this drives: its row plan, exchange and launch records)."""
+
+from __future__ import annotations
+
+from .. import tuner
+from ..containers import Overlap
+from ..errors import ParameterError
+from ..skeletons.stencil_plan import MatrixExtra
+from .common import group_launch
+from .parts import Parts, allocate, distributed
+from .stencil_repeats import Repeats
+from .stencil_rows import RowPlan
+
+__all__ = ["Temporal"]
+
+
+class Temporal:
+    """Iterations in passes of t steps on every device, the halo exchanged between passes."""
+
+    @classmethod
+    def of(cls, job, out_dtype, passes: dict, forced_k) -> Temporal | None:
+        """The temporal run of ``job``, or None where single steps run instead (the tuner
+        chose t = 1, the stencil has no temporal kernel or reads extra matrices, or a part
+        is too small for the pass's border rule)."""
+        skel, bound = job.skel, job.bound
+        tplan = skel.temporal_plan(bound, job.src, out_dtype)
+        unsupported = isinstance(tplan, str) or any(isinstance(d, MatrixExtra)
+                                                    for d in bound.descs)
+        if unsupported:
+            if passes and passes.get("t", 2) != 1:
+                why = tplan if isinstance(tplan, str) else "it reads extra matrices"
+                raise ParameterError(f"{skel.origin}: params {passes}: this stencil cannot run "
+                                     f"several steps per pass on a device group ({why})")
+            return None
+        points = {}
+        for r in range(job.group.size):
+            lo, hi = job.ranges[r]
+            rt = job.group.runtimes[r]
+            if hi <= lo or rt is None:        # (None: a device of another process)
+                continue
+            space = tplan.space(rt)
+            req = tuner.TuningRequest(
+                skeleton="stencil", kernel_key=tplan.kernel_key, device=rt.device,
+                space=space, features=tplan.features, origin=skel.origin,
+                dataset={"n": float((hi - lo) * job.cols), "rows": float(hi - lo),
+                         "cols": float(job.cols), "dtype_size": float(tplan.itemsize),
+                         "iterations": float(job.iterations)},
+                forced=dict(passes) if passes else None)
+            try:
+                point, _source = tuner.choose_params(req)
+            except ParameterError as exc:
+                raise ParameterError(f"{skel.origin}: {exc}") from None
+            if points:                         # every device passes the same t steps
+                first = next(iter(points.values()))
+                point = space.normalise({"t": first["t"]}, base=point)
+            points[r] = dict(point)
+        first = next(iter(points.values()), None)
+        t = int(job.ex.agree(int(first["t"]) if first is not None else 1))
+        for r, point in points.items():       # (MPI: the first rank's t on every rank)
+            if int(point["t"]) != t:
+                points[r] = dict(tplan.space(job.group.runtimes[r]).normalise({"t": t},
+                                                                               base=point))
+        if t == 1:
+            return None
+        hn, hs = tplan.hold
+        reach = max(hn, hs, 1)
+        if forced_k is not None:
+            if isinstance(forced_k, bool) or not isinstance(forced_k, int) or forced_k < t \
+                    or forced_k % t:
+                raise ParameterError(f"{skel.origin}: k={forced_k!r} with passes of t={t} "
+                                     "steps: on a device group k (the steps between "
+                                     "exchanges) is a multiple of t (force t, or t=1 for "
+                                     "single steps and any k)")
+            m = forced_k // t
+        else:
+            m = int(job.ex.agree(cls.passes_per_round(job, t, reach)))
+        self = cls(job, tplan, points, t, m)
+        return self if self.feasible() else None
+
+    @staticmethod
+    def passes_per_round(job, t: int, reach: int) -> int:
+        """Passes between exchanges (k = m t), from the cost rule of :meth:`_Job.default_k`
+        (a round's latency against recomputing the deeper halo), at most the iterations
+        and a halo of half the smallest part (its memory)."""
+        smallest = min((hi - lo for lo, hi in (job.ranges[r] for r in range(job.group.size))
+                        if hi > lo), default=0)
+        best = job.best_k()
+        m = max(1, round(best / t))
+        while m > 1 and (m * t > job.iterations or 2 * m * t * reach > smallest):
+            m -= 1
+        return m
+
+    def __init__(self, job, tplan, points: dict, t: int, m: int = 1):
+        self.job, self.tplan, self.points, self.t, self.m = job, tplan, points, t, m
+        hn, hs = tplan.hold
+        self.reach = max(hn, hs)
+        self.h = m * t * self.reach
+        self.rp = RowPlan(job.ranges, job.rows, job.north, job.south, job.mode, self.h)
+
+    def region(self, rank: int) -> tuple[int, int]:
+        """The rows device ``rank``'s pass sees as its matrix: its held rows, without the
+        ghost rows beyond the first and last row (the pass's border rule stands for them)."""
+        a, b = self.rp.held(rank)
+        if self.job.mode != "wrap":
+            a, b = max(a, 0), min(b, self.job.rows)
+        return a, b
+
+    def feasible(self) -> bool:
+        """Every part's region is the whole matrix, or longer than twice the reach (so that
+        the pass's border rule near an edge of the matrix reads rows of its region)."""
+        job = self.job
+        for r in self.rp.active:
+            a, b = self.region(r)
+            whole = (a, b) == (0, job.rows) and job.mode != "wrap"
+            if not whole and b - a <= 2 * max(job.reach, 1):
+                return False
+        return True
+
+    def run(self) -> Parts:
+        job = self.job
+        group = job.group
+        job.launches, job.exchange_events = {}, []
+        job.repeats = Repeats(job.skel.kind, job.skel.origin)
+        with job.skel._naming_errors():
+            inp = job.src.storage.parts
+            if inp is None or inp.group is not group or inp.dist.name != "overlap" \
+                    or inp.dist.halo < self.h:
+                inp = distributed(job.src, group, Overlap(self.h))
+            if inp.dist.halo != self.h:
+                self.h = inp.dist.halo
+                self.rp = RowPlan(job.ranges, job.rows, job.north, job.south, job.mode, self.h)
+            job.rp, job.local_ghosts = self.rp, True
+            bufs = [allocate(group, inp.dist, inp.shape, inp.dtype) for _ in range(2)]
+            self.extra_args = job.extras(self.rp)
+        key = ("wrap", job.skel.cval) if job.mode == "wrap" else None
+        if not inp.halo_valid or (key is not None and inp.ghosts != key):
+            job.exchange(inp)
+        inp.halo_valid, inp.ghosts = True, key
+        cur, nxt, done = inp, 0, 0
+        while done < job.iterations:
+            steps = min(self.m * self.t, job.iterations - done)     # this round's
+            more = done + steps < job.iterations
+            left = steps
+            while left > 0:                     # passes of t steps; the last exchanges
+                kk = min(self.t, left)
+                left -= kk
+                dst = bufs[nxt]
+                nxt ^= 1
+                if left:
+                    self._extended(cur, dst, kk, left)
+                else:
+                    self._round(cur, dst, kk, more)
+                cur = dst
+            done += steps
+        job.add_repeats("temporal")
+        skel = job.skel
+        skel.last_launch = group_launch(skel.kind, [ln for r in sorted(job.launches)
+                                                    for ln in job.launches[r]])
+        skel.last_launch.iterations = job.iterations
+        skel.last_launch.k = self.m * self.t
+        skel.last_launch.exchange_events = list(job.exchange_events)
+        cur.halo_valid, cur.ghosts = False, None
+        return cur
+
+    def _extended(self, cur: Parts, dst: Parts, kk: int, left: int) -> None:
+        """A pass of kk steps that is not the last of its round: every device computes its
+        rows and the halo rows the ``left`` steps after it in the round still read (the
+        overlap recomputed instead of exchanged)."""
+        job, ext = self.job, left * self.reach
+        for r in self.rp.active:
+            lo, hi = job.ranges[r]
+            a, b = lo - ext, hi + ext
+            if job.mode != "wrap":
+                a, b = max(a, 0), min(b, job.rows)
+            self._pass(r, cur, dst, kk, a, b)
+
+    def _round(self, cur: Parts, dst: Parts, kk: int, more: bool) -> None:
+        """One pass of kk steps on every device; with ``more``, dst's halo exchanged after
+        (its boundary rows computed first, sent while the interior is computed)."""
+        job, h = self.job, self.h
+        split = more and job.overlap and h > 0
+        after, interiors = {}, []
+        for r in self.rp.active:
+            lo, hi = job.ranges[r]
+            if split and hi - lo > 2 * h:
+                after[r] = [self._pass(r, cur, dst, kk, lo, lo + h),
+                            self._pass(r, cur, dst, kk, hi - h, hi)]
+                interiors.append((r, lo + h, hi - h))
+            else:
+                after[r] = [self._pass(r, cur, dst, kk, lo, hi)]
+        if not more:
+            return
+        if not split:
+            job.exchange(dst)
+            return
+        moves = job.repeats.memo(("halo", id(dst)),
+                                 lambda: job.moves(dst, self.rp.halo_transfers(False)))
+        job.exchange_behind(moves, after,
+                            lambda: [self._pass(r, cur, dst, kk, a, b)
+                                     for r, a, b in interiors])
+
+    def _pass(self, rank: int, cur: Parts, dst: Parts, kk: int, a: int, b: int):
+        """A pass of kk steps on device ``rank`` outputting rows [a, b) (matrix rows)."""
+        job = self.job
+        rt = job.group.runtimes[rank]
+        if rt is None:                        # a device of another process (MPI)
+            return None
+        part = cur.parts[rank]
+        rep = job.repeats
+        src, out = part.buffer, dst.parts[rank].buffer
+
+        def prepare():
+            ra, rb = self.region(rank)
+            point = dict(self.points[rank], t=kk)
+            window = (a - ra, b - ra, (ra - part.first) * job.cols)
+            kernel, geo, args = self.tplan.pass_launch(rt, point, out, src, rb - ra, job.cols,
+                                                       self.extra_args[rank], window=window)
+            return kernel, geo, args[2:], point
+
+        kernel, geo, tail, point = rep.memo(("pass", rank, kk, a, b), prepare)
+        own, args = rep.entry(rank, kernel, src, out, lambda: [out, src, *tail])
+        args[2:] = tail
+        return rep.launch(rt, rank, own, geo.global_size, geo.local_size, args, point)
