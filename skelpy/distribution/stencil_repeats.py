@@ -48,11 +48,7 @@ class Repeats:
         key = (rank, kernel.int_ptr, src.int_ptr, dst.int_ptr)
         entry = self._entries.get(key)
         if entry is None:
-            own = cl.Kernel(kernel.program, kernel.function_name)
-            local = getattr(kernel, "_skelpy_local", None)
-            if local is not None:
-                own._skelpy_local = local
-            entry = self._entries[key] = (own, make_args())
+            entry = self._entries[key] = (_copy_for(kernel, src, dst), make_args())
         return entry
 
     def launch(self, rt: _rt.Runtime, rank: int, kernel: cl.Kernel, gsize, lsize,
@@ -76,3 +72,28 @@ class Repeats:
             out[rank] = _rt.Launch(self.kind, dict(point), gsize, lsize, list(evs),
                                    source=source)
         return out
+
+
+KEPT_COPIES = 8        # kernel copies kept per kernel across calls (the most recent pairs)
+
+
+def _copy_for(kernel: cl.Kernel, src, dst) -> cl.Kernel:
+    """A copy of ``kernel`` for the buffers ``src`` -> ``dst``, kept on ``kernel`` across calls:
+    pool buffers are reused, so a loop of calls meets the same pairs again, and the copy's
+    arguments are then already set (creating a kernel costs a driver call per call and
+    device otherwise). Buffers are told apart by their handle, as the runtime's argument
+    cache does."""
+    copies = getattr(kernel, "_skelpy_copies", None)
+    if copies is None:
+        copies = kernel._skelpy_copies = {}
+    pair = (src.int_ptr, dst.int_ptr)
+    own = copies.pop(pair, None)
+    if own is None:
+        own = cl.Kernel(kernel.program, kernel.function_name)
+        local = getattr(kernel, "_skelpy_local", None)
+        if local is not None:
+            own._skelpy_local = local
+        while len(copies) >= KEPT_COPIES:
+            copies.pop(next(iter(copies)))
+    copies[pair] = own                    # the most recent last
+    return own
