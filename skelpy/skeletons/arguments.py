@@ -102,7 +102,18 @@ class IndexMatrixInput:
         return ["const long idx_cols"]
 
     def read(self, k: int, index: str) -> str:
-        return f"((long)({index})) / idx_cols, ((long)({index})) % idx_cols"
+        row, col = self.row_col(index)
+        return f"{row}, {col}"
+
+    @staticmethod
+    def row_col(index: str) -> tuple[str, str]:
+        """C expressions of the row and column of a linear index: a 32-bit division where the
+        index and cols fit (a 64-bit one is a long software routine on GPUs), the column from
+        the row rather than from a second division."""
+        i = f"((long)({index}))"
+        row = (f"((((ulong){i} | (ulong)idx_cols) >> 32) == 0 "
+               f"? (long)((uint){i} / (uint)idx_cols) : {i} / idx_cols)")
+        return row, f"({i} - {row} * idx_cols)"
 
     def vector_load(self, k: int) -> str:
         return ""
@@ -141,8 +152,8 @@ class IndexMatrixPartInput(IndexMatrixInput):
         return ["const long idx_cols", f"const long idx_start{k}"]
 
     def read(self, k: int, index: str) -> str:
-        return (f"((long)({index})) / idx_cols + idx_start{k}, "
-                f"((long)({index})) % idx_cols")
+        row, col = self.row_col(index)
+        return f"{row} + idx_start{k}, {col}"
 
     def vector_read(self, k: int, index: str, component: str) -> str:
         return self.read(k, index)
