@@ -9,6 +9,7 @@ decision on (``generation`` tells decision caches to drop).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -18,6 +19,17 @@ from typing import Any
 
 from .model import RETRAIN_EVERY, DeviceModel
 from .model_files import load, load_pretrained, model_path, save
+
+# Retrains under way: the interpreter's exit waits for them (up to this long each) rather than
+# tearing down the modules a daemon thread is still using (a crash at exit was seen on PoCL).
+EXIT_WAIT_S = 30.0
+_running: set[threading.Thread] = set()
+
+
+@atexit.register
+def _wait_for_retrains() -> None:
+    for t in list(_running):
+        t.join(EXIT_WAIT_S)
 
 
 class ModelManager:
@@ -81,6 +93,7 @@ class ModelManager:
         self._training.add(device)
         t = threading.Thread(target=self._retrain_bg, args=(device,), daemon=True,
                              name="skelpy-retrain")
+        _running.add(t)
         t.start()
 
     def _retrain_bg(self, device: str) -> None:
@@ -94,6 +107,7 @@ class ModelManager:
                               "model", RuntimeWarning, stacklevel=1)
         finally:
             self._training.discard(device)
+            _running.discard(threading.current_thread())
 
     def retrain(self, device: str, **kw: Any) -> DeviceModel:
         """Train now (this device's measurements with the shipped ones of every device,
