@@ -102,6 +102,19 @@ def defer(skel, args: tuple) -> Container | None:
     return fusion.pending_container(node, shape, direct)
 
 
+def _fused_skeleton(table: weakref.WeakKeyDictionary, skel, program, make):
+    """The fused skeleton of ``skel`` for ``program``'s structure, made once (at most
+    MAX_CACHED_SKELETONS per consumer, so a loop of new structures cannot grow it)."""
+    with _LOCK:
+        per_skel = table.setdefault(skel, {})
+        fused = per_skel.get(program.key)
+        if fused is None:
+            if len(per_skel) > fusion.MAX_CACHED_SKELETONS:
+                per_skel.clear()
+            fused = per_skel[program.key] = make()
+        return fused
+
+
 def fused_reduce(skel, x: Container):
     """``skel(x)`` (a Reduce) for a pending ``x`` as one MapReduce over x's graph's leaves,
     or None when x's graph reads nothing (a constant fill: computed first, as before)."""
@@ -110,16 +123,10 @@ def fused_reduce(skel, x: Container):
     program = fusion.linearise(expression.node_of(x), x.shape)
     if not program.leaves:
         return None
-    with _LOCK:
-        per_skel = _REDUCERS.setdefault(skel, {})
-        mr = per_skel.get(program.key)
-        if mr is None:
-            if len(per_skel) > fusion.MAX_CACHED_SKELETONS:
-                per_skel.clear()
-            mr = per_skel[program.key] = MapReduce(
-                fusion.muscle_for(program), skel.function, skel.identity,
-                dtype=skel.out_dtype, axis=skel.axis, commutative=skel.commutative,
-                inputs=len(program.leaves))
+    mr = _fused_skeleton(_REDUCERS, skel, program, lambda: MapReduce(
+        fusion.muscle_for(program), skel.function, skel.identity,
+        dtype=skel.out_dtype, axis=skel.axis, commutative=skel.commutative,
+        inputs=len(program.leaves)))
     out = mr(*program.leaves, *program.consts)
     skel.last_launch = mr.last_launch
     fusion.LAST.skeleton = mr
@@ -136,15 +143,9 @@ def fused_scan(skel, x: Container, params=None):
     program = fusion.linearise(expression.node_of(x), x.shape)
     if not program.leaves:
         return None
-    with _LOCK:
-        per_skel = _SCANS.setdefault(skel, {})
-        ms = per_skel.get(program.key)
-        if ms is None:
-            if len(per_skel) > fusion.MAX_CACHED_SKELETONS:
-                per_skel.clear()
-            ms = per_skel[program.key] = MapScan(
-                fusion.muscle_for(program), skel.function, skel.identity,
-                inputs=len(program.leaves), inclusive=skel.inclusive, dtype=skel.out_dtype)
+    ms = _fused_skeleton(_SCANS, skel, program, lambda: MapScan(
+        fusion.muscle_for(program), skel.function, skel.identity,
+        inputs=len(program.leaves), inclusive=skel.inclusive, dtype=skel.out_dtype))
     out = ms(*program.leaves, *program.consts, params=params)
     skel.last_launch = ms.last_launch
     fusion.LAST.skeleton = ms

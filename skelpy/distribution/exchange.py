@@ -223,17 +223,26 @@ class InProcessExchange(Exchange):
         self._pending.append((events, objects))
 
     # -- moves -------------------------------------------------------------------------------
-    def move(self, moves, *, after=None, overlap=False):
-        after = after or {}
-        moved = Moved({}, {})
-        remote = [m for m in moves if m.nbytes and m.src.rank != m.dst.rank]
+    def _copy_within_devices(self, moves, moved: Moved, after: dict) -> list:
+        """Enqueue the moves within one device (a copy on its queue, after ``after``'s events
+        of that device); the others, which cross devices, are returned."""
         for m in moves:
             if m.nbytes and m.src.rank == m.dst.rank:
-                q = self.runtimes[m.src.rank].queue
-                ev = cl.enqueue_copy(q, m.dst.buffer, m.src.buffer, byte_count=m.nbytes,
+                ev = cl.enqueue_copy(self.runtimes[m.src.rank].queue, m.dst.buffer,
+                                     m.src.buffer, byte_count=m.nbytes,
                                      src_offset=m.src.offset, dst_offset=m.dst.offset,
                                      wait_for=after.get(m.src.rank) or None)
                 moved.received.setdefault(m.dst.rank, []).append(ev)
+        return [m for m in moves if m.nbytes and m.src.rank != m.dst.rank]
+
+    def _count(self, remote) -> None:
+        self.stats["moves"] += len(remote)
+        self.stats["bytes"] += sum(m.nbytes for m in remote)
+
+    def move(self, moves, *, after=None, overlap=False):
+        after = after or {}
+        moved = Moved({}, {})
+        remote = self._copy_within_devices(moves, moved, after)
         if not remote:
             return moved
         staging = self._pinned(sum(m.nbytes for m in remote))
@@ -258,8 +267,7 @@ class InProcessExchange(Exchange):
         if overlap:                      # submit now: a queue waited on by another must be
             for q in queues:             # flushed (OpenCL 1.2, 5.13), or it may start late
                 q.flush()
-        self.stats["moves"] += len(remote)
-        self.stats["bytes"] += sum(m.nbytes for m in remote)
+        self._count(remote)
         return moved
 
     def start_move(self, moves, *, after=None):
@@ -268,15 +276,8 @@ class InProcessExchange(Exchange):
         kernels that computed them, and each receiving device uploads them after what the
         caller enqueues before calling the returned function (its interior), waiting for
         the sender's download: one event between devices per move, the only wait."""
-        after = after or {}
         moved = Moved({}, {}, ordered=True)
-        remote = [m for m in moves if m.nbytes and m.src.rank != m.dst.rank]
-        for m in moves:
-            if m.nbytes and m.src.rank == m.dst.rank:
-                q = self.runtimes[m.src.rank].queue
-                ev = cl.enqueue_copy(q, m.dst.buffer, m.src.buffer, byte_count=m.nbytes,
-                                     src_offset=m.src.offset, dst_offset=m.dst.offset)
-                moved.received.setdefault(m.dst.rank, []).append(ev)
+        remote = self._copy_within_devices(moves, moved, {})   # in order: no event to wait
         if not remote:
             return lambda: moved
         staging = self._pinned(sum(m.nbytes for m in remote))
@@ -305,8 +306,7 @@ class InProcessExchange(Exchange):
                        [m.dst.buffer for m in remote])
             for r in {m.dst.rank for m in remote}:
                 self.runtimes[r].queue.flush()
-            self.stats["moves"] += len(remote)
-            self.stats["bytes"] += sum(m.nbytes for m in remote)
+            self._count(remote)
             return moved
 
         return receive

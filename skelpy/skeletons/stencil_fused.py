@@ -69,13 +69,6 @@ class FusedStage:
     extras: tuple[tuple[str, np.dtype, bool, np.dtype], ...]
 
 
-def _bounds(tm, param: int):
-    table = getattr(tm, "access_bounds", None) or {}
-    try:
-        return table.get(param) if isinstance(table, Mapping) else table[param]
-    except (IndexError, KeyError, TypeError):
-        return None
-
 
 class FusedPlan:
     """The fused kernel of a sequence of stages for one input dtype and one set of extras."""
@@ -211,14 +204,14 @@ class FusedPlan:
         probe = mu.specialise(kinds(fast_nb, set()), out_dtype=st.out_dtype,
                               c_name=f"skp_fu_fast{k}")
         matrices = [q + 1 for q, e in enumerate(st.extras) if e[0] == "matrix"]
-        if any(_bounds(probe, p) is None for p in [0] + matrices):
+        if any(probe.access_bounds.get(p) is None for p in [0] + matrices):
             raise Unsupported(f"stage {k} reads offsets that are known only at run time")
         if getattr(probe, "checked", False):
             raise Unsupported(f"stage {k} checks its reads at run time")
-        (lo_r, hi_r), (lo_c, hi_c) = _bounds(probe, 0)
+        (lo_r, hi_r), (lo_c, hi_c) = probe.access_bounds.get(0)
         if -lo_r > north or hi_r > south or -lo_c > west or hi_c > east:
             raise Unsupported(f"stage {k} reads beyond its shape")
-        around = {p for p in matrices if _bounds(probe, p) != ((0, 0), (0, 0))}
+        around = {p for p in matrices if probe.access_bounds.get(p) != ((0, 0), (0, 0))}
         fast = mu.specialise(kinds(fast_nb, around), out_dtype=st.out_dtype,
                              c_name=f"skp_fu_fast{k}")
         edge = mu.specialise(kinds(edge_nb, around), out_dtype=st.out_dtype,

@@ -129,20 +129,6 @@ def _read_nb(north: int, south: int, east: int, west: int, clamp: bool) -> str:
     return f"(({{ctype}}){{name}}[{dr} * {{name}}_p + {dc}])"
 
 
-def _bounds(tm, param: int):
-    table = getattr(tm, "access_bounds", None) or {}
-    try:
-        return table.get(param) if isinstance(table, Mapping) else table[param]
-    except (IndexError, KeyError, TypeError):
-        return None
-
-
-def _accesses(tm, param: int):
-    table = getattr(tm, "accesses", None) or {}
-    try:
-        return table.get(param) if isinstance(table, Mapping) else table[param]
-    except (IndexError, KeyError, TypeError):
-        return None
 
 
 def _lookup(values: Sequence, arg: str = "k") -> str:
@@ -206,7 +192,7 @@ class StreamPlan:
                 if self.scalar_dtypes.setdefault(p, dt) != dt:
                     raise Unsupported(f"the stages read extra {p} as different dtypes")
             mr, wc = north + south + 1, west + east + 1
-            acc = None if clamp else _accesses(tm, 0)
+            acc = None if clamp else tm.accesses.get(0)
             cells = ([(i, j) for i in range(mr) for j in range(wc)] if acc is None else
                      sorted({(int(a[0]) + north, int(a[1]) + west) for a in acc}))
             masks = [0] * mr
@@ -354,8 +340,8 @@ class StreamPlan:
 
         tm = mu.specialise(kinds_for(False, set()), out_dtype=out_dtype, c_name=c_name)
         matrices = [q + 1 for q, e in enumerate(self.extras[:takes]) if e.kind == "matrix"]
-        clamp = any(_bounds(tm, p) is None for p in [0] + matrices)
-        around = {p for p in matrices if _bounds(tm, p) != ((0, 0), (0, 0))}
+        clamp = any(tm.access_bounds.get(p) is None for p in [0] + matrices)
+        around = {p for p in matrices if tm.access_bounds.get(p) != ((0, 0), (0, 0))}
         if clamp or around:
             tm = mu.specialise(kinds_for(clamp, around), out_dtype=out_dtype, c_name=c_name)
         if tm.out_dtype != dtype:
