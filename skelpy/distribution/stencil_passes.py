@@ -272,12 +272,17 @@ class Temporal:
         job, h = self.job, self.h
         split = more and job.overlap and h > 0
         after, interiors = {}, []
+        sends = self._sends() if split else {}
         for r in self.rp.active:
             lo, hi = job.ranges[r]
-            if split and hi - lo > 2 * h:
-                after[r] = [self._pass(r, cur, dst, kk, lo, lo + h),
-                            self._pass(r, cur, dst, kk, hi - h, hi)]
-                interiors.append((r, lo + h, hi - h))
+            top, bottom = sends.get(r, (True, True))
+            if split and hi - lo > 2 * h and (top or bottom):
+                # the rows the neighbours need first (only the edges this device sends:
+                # on 2 devices without wrap, one per device), the rest behind the copies
+                a, b = (lo + h if top else lo), (hi - h if bottom else hi)
+                after[r] = ([self._pass(r, cur, dst, kk, lo, a)] if top else []) \
+                    + ([self._pass(r, cur, dst, kk, b, hi)] if bottom else [])
+                interiors.append((r, a, b))
             else:
                 after[r] = [self._pass(r, cur, dst, kk, lo, hi)]
         if not more:
@@ -290,6 +295,25 @@ class Temporal:
         job.exchange_behind(moves, after,
                             lambda: [self._pass(r, cur, dst, kk, a, b)
                                      for r, a, b in interiors])
+
+    def _sends(self) -> dict[int, tuple[bool, bool]]:
+        """Per device: whether its first h rows, and its last h rows, go to another device
+        in an exchange (the rows a round computes before its copies start)."""
+        found = self.__dict__.get("_sends_memo")
+        if found is not None:
+            return found
+        out = {}
+        for r in self.rp.active:
+            lo, hi = self.job.ranges[r]
+            top = bottom = False
+            for t in self.rp.halo_transfers(False):
+                if t.src != r:
+                    continue
+                top |= t.src_row < lo + self.h and t.src_row + t.count > lo
+                bottom |= t.src_row < hi and t.src_row + t.count > hi - self.h
+            out[r] = (top, bottom)
+        self._sends_memo = out
+        return out
 
     def _pass(self, rank: int, cur: Parts, dst: Parts, kk: int, a: int, b: int):
         """A pass of kk steps on device ``rank`` outputting rows [a, b) (matrix rows)."""
