@@ -86,6 +86,7 @@ class Stage:
     reach: tuple[int, int, int, int]
     border: str
     cval_literal: Callable[[np.dtype], str]
+    out_dtype: np.dtype | None = None     # the dtype it was given (None: the plan's)
 
 
 @dataclass(frozen=True)
@@ -119,14 +120,39 @@ class _StageInfo:
         return self.hold[0] + self.hold[1] + 1
 
 
-def _read_nb(north: int, south: int, east: int, west: int, clamp: bool) -> str:
-    """The read template of a window in private memory (clamped offsets when unknown)."""
+def _read_nb(north: int, south: int, east: int, west: int, clamp: bool,
+             conv: str = "") -> str:
+    """The read template of a window in private memory (clamped offsets when unknown);
+    ``conv``: the macro turning a word into the level's value (levels of mixed dtypes)."""
     if clamp:
         dr = f"clamp((int)({{i0}}), -{north}, {south})"
         dc = f"clamp((int)({{i1}}), -{west}, {east})"
     else:
         dr, dc = "((int)({i0}))", "((int)({i1}))"
-    return f"(({{ctype}}){{name}}[{dr} * {{name}}_p + {dc}])"
+    return f"(({{ctype}}){conv}({{name}}[{dr} * {{name}}_p + {dc}]))"
+
+
+# Levels of mixed dtypes are held as words (see stencil_stream.cl): per storage type, a value
+# into a word (exactly the bits a store of that type leaves) and a word back into the value.
+_TO_WORD = {"float": "as_uint((float)({x}))", "double": "as_ulong((double)({x}))",
+            "int": "as_uint((int)({x}))", "uint": "((uint)({x}))",
+            "long": "as_ulong((long)({x}))", "ulong": "((ulong)({x}))",
+            "short": "as_ushort((short)({x}))", "ushort": "((ushort)({x}))",
+            "char": "as_uchar((char)({x}))", "uchar": "((uchar)({x}))"}
+_OF_WORD = {"float": "as_float((uint)({w}))", "double": "as_double((ulong)({w}))",
+            "int": "as_int((uint)({w}))", "uint": "((uint)({w}))",
+            "long": "as_long((ulong)({w}))", "ulong": "((ulong)({w}))",
+            "short": "as_short((ushort)({w}))", "ushort": "((ushort)({w}))",
+            "char": "as_char((uchar)({w}))", "uchar": "((uchar)({w}))"}
+
+
+def _word_macros() -> list[str]:
+    """SKP_TB_TOW_<type>(x) and SKP_TB_OFW_<type>(w) for every storage type."""
+    out = []
+    for st in _TO_WORD:
+        out.append(f"#define SKP_TB_TOW_{st}(x) ((SKP_ST){_TO_WORD[st].format(x='x')})")
+        out.append(f"#define SKP_TB_OFW_{st}(w) {_OF_WORD[st].format(w='w')}")
+    return out
 
 
 
@@ -178,18 +204,41 @@ class StreamPlan:
         self.dtype = dtype
         self.extras = tuple(extras)
         self.n_stages = len(stages)
-        self.itemsize = storage_dtype(dtype).itemsize
+        for st in stages:
+            north, south, east, west = (int(v) for v in st.reach)
+            if min(north, south, east, west) < 0:
+                raise Unsupported(f"reach {st.reach}")
+            if max(north, south, east, west) > max_reach:
+                raise Unsupported(f"reach {st.reach} beyond {max_reach}")
+        # the dtype of every level of a cycle: level k is stage k's input, level K the output
+        levels = [dtype]
+        for k, st in enumerate(stages):
+            given = st.out_dtype if st.out_dtype is not None else out_dtype
+            levels.append(self._specialise(k, st, levels[k], given, "")[0].out_dtype)
+        if self.n_stages == 1 and levels[1] != dtype:
+            raise Unsupported(f"the muscle turns {dtype} into {levels[1]}")
+        self.levels = tuple(levels)
+        #: whether a pass may run the cycle more than once (it ends in the dtype it starts in)
+        self.cycles = levels[-1] == levels[0]
+        self.out_dtype = levels[-1]
+        stores = [storage_c_type(dt) for dt in levels]
+        self.mixed = len(set(stores)) > 1
+        if self.mixed:
+            wide = any(storage_dtype(dt).itemsize > 4 for dt in levels)
+            word = "ulong" if wide else "uint"
+            self.itemsize = 8 if wide else 4
+        else:
+            word = storage_c_type(dtype)
+            self.itemsize = storage_dtype(dtype).itemsize
 
         typed, infos, calls = [], [], []
         cvals: dict[str, list[str]] = {}
         self.scalar_dtypes: dict[int, np.dtype] = {}
         for k, st in enumerate(stages):
             north, south, east, west = (int(v) for v in st.reach)
-            if min(north, south, east, west) < 0:
-                raise Unsupported(f"reach {st.reach}")
-            if max(north, south, east, west) > max_reach:
-                raise Unsupported(f"reach {st.reach} beyond {max_reach}")
-            tm, around, takes, clamp = self._specialise(k, st, dtype, out_dtype)
+            given = st.out_dtype if st.out_dtype is not None else out_dtype
+            tm, around, takes, clamp = self._specialise(
+                k, st, levels[k], given, f"SKP_TB_OFW_{stores[k]}" if self.mixed else "")
             typed.append(tm)
             for p, dt in tm.scalar_dtypes.items():
                 if self.scalar_dtypes.setdefault(p, dt) != dt:
@@ -220,11 +269,13 @@ class StreamPlan:
                     cvals.setdefault(storage_c_type(e.dtype), [])
                 else:
                     args.append(f"{name}, {name}_n")
-            calls.append(f"{tm.c_name}(" + ", ".join(
-                [f"skp_win + {north} * SKP_TB_WP + {west} + skp_m", "SKP_TB_WP", *args]) + ")")
+            call = f"{tm.c_name}(" + ", ".join(
+                [f"skp_win + {north} * SKP_TB_WP + {west} + skp_m", "SKP_TB_WP", *args]) + ")"
+            calls.append(f"SKP_TB_TOW_{stores[k + 1]}({call})" if self.mixed else call)
         self.infos = tuple(infos)
         self.typed = tuple(typed)
-        self.uses_fp64 = bool(any(tm.uses_fp64 for tm in typed) or dtype == np.float64 or any(
+        self.uses_fp64 = bool(any(tm.uses_fp64 for tm in typed)
+                              or any(dt == np.float64 for dt in levels) or any(
             e.dtype == np.float64 for e in self.extras if e.kind != "scalar"))
 
         decls = []
@@ -237,9 +288,13 @@ class StreamPlan:
                 decls.append(f"__global const {storage_c_type(e.dtype)}* restrict {name}")
                 if e.kind == "vector":
                     decls.append(f"const long {name}_n")
-        stype = storage_c_type(dtype)
-        cv_own = [st.cval_literal(dtype) if st.border == "constant" else f"(({stype})0)"
-                  for st in stages]
+        if self.mixed:      # each stage's constant as its level's word
+            cv_own = [f"SKP_TB_TOW_{stores[k]}({st.cval_literal(levels[k])})"
+                      if st.border == "constant" else "((SKP_ST)0)"
+                      for k, st in enumerate(stages)]
+        else:
+            cv_own = [st.cval_literal(dtype) if st.border == "constant" else f"(({word})0)"
+                      for st in stages]
         calls_expr = calls[0]
         for k in range(len(calls) - 1, 0, -1):
             calls_expr = f"(k) == {k} ? {calls[k]} : {calls_expr}"
@@ -247,8 +302,13 @@ class StreamPlan:
                            for info in infos])
         rings = [info.ring for info in infos]
         self.period = math.lcm(*rings)
-        header = [
-            f"#define SKP_ST {stype}",
+        header = [f"#define SKP_ST {word}"]
+        if self.mixed:
+            header += ["#define SKP_TB_MIXED 1", f"#define SKP_IN_ST {stores[0]}",
+                       f"#define SKP_OUT_ST {stores[-1]}",
+                       f"#define SKP_TB_IN(x) SKP_TB_TOW_{stores[0]}(x)",
+                       f"#define SKP_TB_OUT(w) SKP_TB_OFW_{stores[-1]}(w)", *_word_macros()]
+        header += [
             f"#define SKP_IDX_T {'long' if big else 'int'}",
             f"#define SKP_TB_K {len(stages)}",
             f"#define SKP_TB_N(k) {_lookup([i.reach[0] for i in infos])}",
@@ -289,25 +349,28 @@ class StreamPlan:
                  .file("stencil_stream_common.cl")
                  .part(muscle_src, muscles=typed)
                  .file("stencil_stream.cl")
-                 .data(dtype, *(e.dtype for e in self.extras if e.kind != "scalar"))
+                 .data(*levels, *(e.dtype for e in self.extras if e.kind != "scalar"))
                  .build((self.kernel_name,)))
+        self.program = built
         self.source, self.kernel_key = built.text, built.key
         self.features = {k: float(v) for k, v in getattr(typed[0], "features", {}).items()}
         north, south, east, west = infos[0].reach
         self.features.update({
             "north": float(north), "south": float(south), "east": float(east),
             "west": float(west), "border": float(MODES[modes[0]]),
-            "n_extras": float(len(self.extras)), "in_dtype_size": float(self.itemsize),
-            "out_dtype_size": float(self.itemsize), "temporal": 1.0,
+            "n_extras": float(len(self.extras)),
+            "in_dtype_size": float(storage_dtype(levels[0]).itemsize),
+            "out_dtype_size": float(storage_dtype(levels[-1]).itemsize), "temporal": 1.0,
             "stages": float(len(stages))})
         # per runtime (weakly: a runtime that goes must not be mistaken for a new one at the
         # same address, which an id() key would)
         self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def _specialise(self, k: int, st: Stage, dtype, out_dtype):
-        """Stage k's muscle on a private window; extra matrices it reads off the cell are read
-        with the stage's border rule. Returns (typed muscle, extras read around the cell,
-        extras it takes, whether offsets are clamped)."""
+    def _specialise(self, k: int, st: Stage, dtype, out_dtype, conv: str):
+        """Stage k's muscle on a private window of level ``dtype`` (``conv``: the macro reading
+        a word as that level's value, for mixed levels); extra matrices it reads off the cell
+        are read with the stage's border rule. Returns (typed muscle, extras read around the
+        cell, extras it takes, whether offsets are clamped)."""
         mu = st.muscle
         north, south, east, west = (int(v) for v in st.reach)
         takes = max(mu.n_params - 1, 0)
@@ -316,9 +379,10 @@ class StreamPlan:
         c_name = f"skp_tb_muscle{k}"
 
         def kinds_for(clamp: bool, around: set) -> list:
-            kinds: list = [Accessor(dtype, 2, ("__private const {stype}* {name}",
-                                                "const int {name}_p"),
-                                    _read_nb(north, south, east, west, clamp),
+            ptr = "__private const SKP_ST* {name}" if conv else \
+                "__private const {stype}* {name}"
+            kinds: list = [Accessor(dtype, 2, (ptr, "const int {name}_p"),
+                                    _read_nb(north, south, east, west, clamp, conv),
                                     kind="neighbourhood")]
             for q, e in enumerate(self.extras[:takes]):
                 if e.kind == "scalar":
@@ -347,8 +411,6 @@ class StreamPlan:
         around = {p for p in matrices if tm.access_bounds.get(p) != ((0, 0), (0, 0))}
         if clamp or around:
             tm = mu.specialise(kinds_for(clamp, around), out_dtype=out_dtype, c_name=c_name)
-        if tm.out_dtype != dtype:
-            raise Unsupported(f"the muscle turns {dtype} into {tm.out_dtype}")
         return tm, around, takes, clamp
 
     @property
@@ -432,6 +494,10 @@ class StreamPlan:
             return False
         if t % self.n_stages:             # a pass starts and ends with a whole cycle of stages
             return False
+        if t > self.n_stages and not self.cycles:     # the cycle ends in another dtype
+            return False
+        if self.mixed and v > 1:          # levels held as words: one column per work-item
+            return False
         if v & (v - 1) or v * self.itemsize > MAX_VEC_BYTES:
             return False
         items = dev.max_work_item_sizes
@@ -454,7 +520,8 @@ class StreamPlan:
 
     def tile_params(self, rt: _rt.Runtime, t_values: Sequence[int]) -> list[Param]:
         """The tuner's parameters of a pass on ``rt``'s device (``t`` among ``t_values``)."""
-        vecs = tuple(v for v in VEC_VALUES if v * self.itemsize <= MAX_VEC_BYTES)
+        vecs = (1,) if self.mixed else tuple(v for v in VEC_VALUES
+                                             if v * self.itemsize <= MAX_VEC_BYTES)
         return [
             Param("t", tuple(t_values), doc="stages per pass"),
             Param("tb_wc", WC_VALUES, doc="work-items per stream along columns"),
@@ -526,6 +593,9 @@ class StreamPlan:
         if applications % self.n_stages or t % self.n_stages:
             raise ValueError(f"{self.n_stages} stages: {applications} applications and t={t} "
                              "must be multiples of it")
+        if not self.cycles and (t != self.n_stages or applications > t):
+            raise ValueError(f"stages from {self.levels[0]} to {self.levels[-1]}: one pass "
+                             "of one cycle")
         events = []
         cur, k = src, -1
         left = applications
