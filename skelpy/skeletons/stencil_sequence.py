@@ -21,6 +21,8 @@ This module knows its stages only through their public surface (``bind``, ``orig
 
 from __future__ import annotations
 
+import itertools
+import math
 import weakref
 from collections.abc import Mapping, Sequence
 
@@ -110,7 +112,7 @@ class StencilSequence:
         src = self.stages[0]._as_input(m)
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
-            self.last_launch.fused = False
+            self.last_launch.fused = self.last_launch.streamed = False
             return src.copy()
         first, choice = self.stages[0], None
         if _rt.current().group is not None:              # several devices at once
@@ -170,6 +172,7 @@ class StencilSequence:
             "+".join(sorted({ln.source for ln in self.last_launches})))
         self.last_launch.iterations = iterations
         self.last_launch.fused = False
+        self.last_launch.streamed = False
 
     # -- fused ---------------------------------------------------------------------------------
     def fused_plan(self, src: Matrix, extras: Sequence):
@@ -457,6 +460,46 @@ class StencilSequence:
         raise ParameterError(f"{self.origin}: params must be a dict or a list of {n} dicts")
 
 
+class _UnionSpace(ParamSpace):
+    """A space whose legal points lie in a few families (staged; fused with the fused tile;
+    streamed with the stream tile), each with its other parameters fixed: the grid walked is
+    the families' own grids, not the product of every parameter (over a million points)."""
+
+    def __init__(self, *args, families, **kwargs):
+        self._families = families        # (the fixed values, the parameters it varies)
+        super().__init__(*args, **kwargs)
+
+    def legal_points(self):
+        if self._points is None:
+            pts = []
+            for fixed, free in self._families:
+                for values in itertools.product(*(p.values for p in free)):
+                    pt = dict(fixed)
+                    pt.update(zip((p.name for p in free), values, strict=True))
+                    if self.is_legal(pt):
+                        pts.append(pt)
+            self._points = pts
+            self._index = {self.key(pt): i for i, pt in enumerate(pts)}
+        return self._points
+
+    def _complete(self, forced, filled):
+        best, best_d = None, math.inf
+        for fixed, free in self._families:
+            if any(k in forced and forced[k] != v for k, v in fixed.items()
+                   if k == "fuse"):
+                continue
+            open_ = [p for p in free if p.name not in forced]
+            for values in itertools.product(*(p.values for p in open_)):
+                cand = dict(filled)
+                cand.update({k: v for k, v in fixed.items() if k not in forced})
+                cand.update(zip((p.name for p in open_), values, strict=True))
+                if self.is_legal(cand):
+                    d = self.distance(cand, filled)
+                    if d < best_d:
+                        best, best_d = cand, d
+        return best
+
+
 class DecisionPlans:
     """The fused and the streamed plan of a call (None where one does not apply) and the
     tuner's space over staged (``fuse`` 0), fused (1, with the ``fu_*`` tile) and streamed
@@ -522,15 +565,20 @@ class DecisionPlans:
         params = [Param("fuse", ways, numeric=False,
                         doc="0: staged, 1: one fused kernel, 2: one streaming pass")]
         extra_ok: tuple = ()
+        families = [(self.staged_point(), [])]
         if self.fused is not None:
-            params += [p for p in self.fused.space(rt).params if p.name != "fuse"]
+            tile = [p for p in self.fused.space(rt).params if p.name != "fuse"]
+            params += tile
+            families.append((dict(self.staged_point(), fuse=1), tile))
             extra_ok += ("fu_wc", "fu_wr", "fu_cr", "fu_cc")
         if self.stream is not None:
-            params += [p for p in self.stream.tile_params(rt, (self.stream.n_stages,))
-                       if p.name != "t"]
+            tile = [p for p in self.stream.tile_params(rt, (self.stream.n_stages,))
+                    if p.name != "t"]
+            params += tile
+            families.append((dict(self.staged_point(), fuse=2), tile))
             extra_ok += ("tb_wc", "tb_wr", "tb_rows")
-        sp = ParamSpace(params, self.default(dev), lambda p: self._legal(p, dev),
-                        extra_values_ok=extra_ok)
+        sp = _UnionSpace(params, self.default(dev), lambda p: self._legal(p, dev),
+                         extra_values_ok=extra_ok, families=families)
         self._spaces[rt] = sp
         return sp
 
