@@ -113,12 +113,15 @@ def test_canny_like_mixed_dtypes_equal_staged(rng):
 
 
 def test_gpu_default_tile_and_unrolled_walk_equal_staged(rng, monkeypatch):
-    """The tile a GPU starts from (own columns in registers, the walk unrolled by the rings'
-    period), kept a loop as PoCL builds it and (SKELPY_HEAVY=1) unrolled as a GPU builds it."""
+    """The tile a GPU starts from (windows from the ring, the walk a loop) and the one with own
+    columns in registers (the walk unrolled by the rings' period: kept a loop as PoCL builds
+    it, and with SKELPY_HEAVY=1 unrolled as a GPU builds it)."""
     seq = canny()
     a = picture((37, 150), rng)
     _got, launch = check(seq, a, params={"fuse": 2})
-    assert launch.params["tb_ring"] == 0 and launch.params["tb_unroll"] == 1
+    assert launch.params["tb_ring"] == 1 and launch.params["tb_unroll"] == 0
+    # own columns in registers, the walk unrolled (kept a loop on PoCL)
+    check(seq, a, params={"fuse": 2, "tb_ring": 0, "tb_unroll": 1})
     if HEAVY:       # PoCL builds the unrolled walk slowly (several seconds)
         monkeypatch.setattr(StreamPlan, "pocl_keeps_loop", False)
         check(seq, a, params={"fuse": 2, "tb_wc": 32, "tb_rows": 16})
@@ -190,7 +193,7 @@ SCRIPT = textwrap.dedent('''
     seq = canny()
     for shape in [(3, 4), (9, 21)]:
         a = picture(shape, rng)
-        got = seq(a, params=dict(TILE, tb_wc=8)).to_numpy()
+        got = seq(a, params=TILE).to_numpy()
         assert np.array_equal(got, seq(a, params={"fuse": 0}).to_numpy()), shape
     print("STREAMED-SEQUENCE-OCLGRIND-OK")
 ''')

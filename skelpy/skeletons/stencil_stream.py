@@ -542,6 +542,13 @@ class StreamPlan:
         narrow types, several columns each, read the ring (ptxas for sm_90 at t = 4: no
         stack frame or spills, 50-70 registers for heat, Gaussian 3x3 and Game of Life)."""
         v = 1       # wider vectors faulted on an H200 (see legal)
+        if self.mixed:
+            # Levels of mixed dtypes (Canny: float32 -> int32 -> uint8): with own columns in
+            # registers ptxas (sm_90) put 72-96 bytes of the rotated rows on the stack (Canny,
+            # the separable Canny); windows from the ring, the walk a loop: 55-56 registers,
+            # no stack frame, no spills (unrolled: 64-71 registers).
+            return {"tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": 1,
+                    "tb_ring": 1, "tb_unroll": 0, "tb_pre": 2}
         return {"tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": v,
                 "tb_ring": int(v > 1), "tb_unroll": 1, "tb_pre": 2}
 
