@@ -25,9 +25,10 @@ HEAVY = os.environ.get("SKELPY_HEAVY") == "1"
 
 # 3 x 4 is smaller than the summed halo of every sequence below (4 or more rows per side)
 SHAPES = [(1, 11), (11, 1), (2, 2), (3, 4), (13, 17), (29, 61)]
-# small tiles and chunks: the larger sizes span several tiles (interior ones) and streams
-TILE = {"fuse": 2, "tb_wc": 16, "tb_wr": 2, "tb_rows": 8, "tb_vec": 1, "tb_ring": 1,
-        "tb_unroll": 0, "tb_pre": 1}
+# small tiles and chunks: the larger sizes span several tiles (interior ones) and streams;
+# own columns in registers, the walk unrolled by the rings' period (kept a loop on PoCL)
+TILE = {"fuse": 2, "tb_wc": 16, "tb_wr": 2, "tb_rows": 8, "tb_vec": 1, "tb_ring": 0,
+        "tb_unroll": 1, "tb_pre": 1}
 # the staged reference at one point per stage (one build per stage for every size)
 STAGE_POINT = {"local": 0, "wg_r": 4, "wg_c": 8, "cr": 1, "cc": 1}
 
@@ -113,18 +114,15 @@ def test_canny_like_mixed_dtypes_equal_staged(rng):
 
 
 def test_gpu_default_tile_and_unrolled_walk_equal_staged(rng, monkeypatch):
-    """The tile a GPU starts from (windows from the ring, the walk a loop) and the one with own
-    columns in registers (the walk unrolled by the rings' period: kept a loop as PoCL builds
-    it, and with SKELPY_HEAVY=1 unrolled as a GPU builds it)."""
+    """The tile a GPU starts from (windows from the ring, the walk a loop), and (SKELPY_HEAVY=1)
+    own columns in registers with the walk unrolled as a GPU builds it."""
     seq = canny()
     a = picture((37, 150), rng)
     _got, launch = check(seq, a, params={"fuse": 2})
     assert launch.params["tb_ring"] == 1 and launch.params["tb_unroll"] == 0
-    # own columns in registers, the walk unrolled (kept a loop on PoCL)
-    check(seq, a, params={"fuse": 2, "tb_ring": 0, "tb_unroll": 1})
     if HEAVY:       # PoCL builds the unrolled walk slowly (several seconds)
         monkeypatch.setattr(StreamPlan, "pocl_keeps_loop", False)
-        check(seq, a, params={"fuse": 2, "tb_wc": 32, "tb_rows": 16})
+        check(seq, a, params=dict(TILE, tb_wc=32, tb_rows=16))
 
 
 def test_wrap_cycle_with_extras_and_iterations_equals_staged(rng):
@@ -143,6 +141,23 @@ def test_wrap_cycle_with_extras_and_iterations_equals_staged(rng):
         got, launch = check(seq, a, w, 0.75, iterations=2)
         assert got.dtype == np.float32 and len(launch.events) == 2
         assert launch.iterations == 2
+
+
+def test_eight_byte_levels_as_64_bit_words(rng, has_fp64):
+    """int16 -> float64 (mirror) -> int8 (constant) -> uint16 (nearest): 64-bit words, signed
+    narrow levels sign-extended on the way back."""
+    if not has_fp64:
+        pytest.skip("the device has no float64")
+    s0 = sk.Stencil(lambda nb: nb[0, 0] * 0.37 + nb[1, 1] - nb[-1, 0] * 0.25, border="mirror",
+                    out_dtype=np.float64)
+    s1 = sk.Stencil(lambda nb: np.int8(nb[0, -1] - nb[0, 1] + 0.5 * nb[0, 0]),
+                    border="constant", cval=-3.0, out_dtype=np.int8)
+    s2 = sk.Stencil(lambda nb: np.uint16(nb[-1, -1]) * 300 + nb[1, 1] - nb[0, 0], border="nearest",
+                    out_dtype=np.uint16)
+    seq = s0 >> s1 >> s2
+    assert seq.decision_plans(sk.Matrix(np.zeros((3, 3), np.int16)), ()).stream.itemsize == 8
+    got, _launch = check(seq, rng.integers(-300, 300, (13, 17)).astype(np.int16))
+    assert got.dtype == np.uint16 and len(np.unique(got)) > 2
 
 
 def test_decision_source_and_refusals(rng):

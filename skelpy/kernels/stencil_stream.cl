@@ -45,7 +45,8 @@
  *             edge is read cell by cell through the rule.
  *
  * Generated macros (skeletons/stencil_stream.py), k a stage muscle (0 <= k < SKP_TB_K), l a
- * level: SKP_ST (storage type), SKP_IDX_T, SKP_TB_K, SKP_TB_N/S/E/W(k) (reach),
+ * level: SKP_ST (storage type; a word with SKP_TB_MIXED), SKP_IN_ST, SKP_OUT_ST, SKP_TB_IN/OUT
+ * and SKP_TB_TOW_<type>/SKP_TB_OFW_<type> (with SKP_TB_MIXED), SKP_IDX_T, SKP_TB_K, SKP_TB_N/S/E/W(k) (reach),
  * SKP_TB_HN/HS(k) (rows held above/below), SKP_TB_GW/GE(k) (overlap columns a stage consumes),
  * SKP_TB_MODE(k), SKP_TB_CVAL(k), SKP_TB_ROWMASK(k, r) (bit j: the muscle reads window row r,
  * column j), SKP_TB_CALL(k) (the muscle call, in terms of skp_win, skp_m, skp_idx, skp_gr,

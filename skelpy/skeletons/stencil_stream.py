@@ -5,10 +5,11 @@ bandwidth. A pass of ``kernels/stencil_stream.cl`` runs T stages while the inter
 stay on the chip (registers and local memory), so global memory sees each cell once per pass
 (see the .cl file for the layout, after AN5D's register streaming). ``Stencil(...)(m,
 iterations=N)`` uses it in passes of t time steps (:mod:`.stencil_temporal`). The plan also
-takes a cycle of different stages of one dtype; a fused ``StencilSequence`` runs through
-:mod:`.stencil_fused` instead, whose tiles keep a level per stage in its own dtype (float ->
-uint8 stages) with one barrier per stage rather than one per row (which PoCL runs 20-40x
-slower than single steps).
+takes a cycle of different stages, which may change the dtype from stage to stage (float32 ->
+int32 -> uint8): a ``StencilSequence`` streamed (``fuse=2``, :mod:`.stencil_sequence`) runs as
+one pass. Levels of different dtypes are held as 32-bit (64-bit where a level has 8 bytes)
+words with each level's bits, a stage's result turned into its dtype as a store turns it and
+read back as that dtype; the rings are then words and a work-item owns one column.
 
 The results equal the stages run one by one, bit for bit: the same muscle called on the same
 values, each intermediate value rounded to the storage type as a store rounds it, and each
@@ -132,31 +133,6 @@ def _read_nb(north: int, south: int, east: int, west: int, clamp: bool,
     return f"(({{ctype}}){conv}({{name}}[{dr} * {{name}}_p + {dc}]))"
 
 
-# Levels of mixed dtypes are held as words (see stencil_stream.cl): per storage type, a value
-# into a word (exactly the bits a store of that type leaves) and a word back into the value.
-_TO_WORD = {"float": "as_uint((float)({x}))", "double": "as_ulong((double)({x}))",
-            "int": "as_uint((int)({x}))", "uint": "((uint)({x}))",
-            "long": "as_ulong((long)({x}))", "ulong": "((ulong)({x}))",
-            "short": "as_ushort((short)({x}))", "ushort": "((ushort)({x}))",
-            "char": "as_uchar((char)({x}))", "uchar": "((uchar)({x}))"}
-_OF_WORD = {"float": "as_float((uint)({w}))", "double": "as_double((ulong)({w}))",
-            "int": "as_int((uint)({w}))", "uint": "((uint)({w}))",
-            "long": "as_long((ulong)({w}))", "ulong": "((ulong)({w}))",
-            "short": "as_short((ushort)({w}))", "ushort": "((ushort)({w}))",
-            "char": "as_char((uchar)({w}))", "uchar": "((uchar)({w}))"}
-
-
-def _word_macros() -> list[str]:
-    """SKP_TB_TOW_<type>(x) and SKP_TB_OFW_<type>(w) for every storage type."""
-    out = []
-    for st in _TO_WORD:
-        out.append(f"#define SKP_TB_TOW_{st}(x) ((SKP_ST){_TO_WORD[st].format(x='x')})")
-        out.append(f"#define SKP_TB_OFW_{st}(w) {_OF_WORD[st].format(w='w')}")
-    return out
-
-
-
-
 def _lookup(values: Sequence, arg: str = "k") -> str:
     """A C expression of ``arg`` giving ``values[arg]`` (a constant once ``arg`` is)."""
     expr = str(values[0])
@@ -174,13 +150,16 @@ def _cumulative(values: Sequence[int]) -> str:
 
 
 class StreamPlan:
-    """The streaming kernel of a cycle of stages over one dtype and one list of extras.
+    """The streaming kernel of a cycle of stages from ``dtype`` and one list of extras.
 
     Stage s of a pass applies ``stages[s % K]``; each stage takes the first extras its muscle
-    has parameters for. ``polish(typed muscle)`` may give a muscle's source rewritten (e.g.
-    with unroll hints). Raises :class:`Unsupported` when the stages cannot stream: a muscle
-    changes the dtype, reaches further than ``max_reach``, a border mode is unknown, or wrap
-    is mixed with other modes."""
+    has parameters for and makes its ``out_dtype`` (the plan's ``out_dtype`` where None, else
+    its muscle's); ``levels`` are the dtypes of a cycle (K + 1: the input, each stage's
+    result). A pass runs the cycle more than once only where it ends in the dtype it starts
+    in (``cycles``). ``polish(typed muscle)`` may give a muscle's source rewritten (e.g. with
+    unroll hints). Raises :class:`Unsupported` when the stages cannot stream: a single stage
+    changes the dtype, a stage reaches further than ``max_reach``, a border mode is unknown,
+    wrap is mixed with other modes, or the stages read an extra scalar as different dtypes."""
 
     kernel_name = "skelpy_stencil_stream"
     # PoCL runs the walk's round as a loop (SKP_TB_KEEP_LOOP): unrolled as on GPUs, a PoCL
@@ -307,7 +286,7 @@ class StreamPlan:
             header += ["#define SKP_TB_MIXED 1", f"#define SKP_IN_ST {stores[0]}",
                        f"#define SKP_OUT_ST {stores[-1]}",
                        f"#define SKP_TB_IN(x) SKP_TB_TOW_{stores[0]}(x)",
-                       f"#define SKP_TB_OUT(w) SKP_TB_OFW_{stores[-1]}(w)", *_word_macros()]
+                       f"#define SKP_TB_OUT(w) SKP_TB_OFW_{stores[-1]}(w)"]
         header += [
             f"#define SKP_IDX_T {'long' if big else 'int'}",
             f"#define SKP_TB_K {len(stages)}",
