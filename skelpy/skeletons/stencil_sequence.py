@@ -62,7 +62,8 @@ class StencilSequence:
 
     Extra arguments given to the sequence go to every stage, each taking as many as its muscle
     has parameters after the neighbourhood (SkelCL passes the same extras to all stages).
-    ``last_launch.fused`` says whether the call ran as one fused kernel."""
+    ``last_launch.fused`` says whether the call ran as one kernel (per iteration),
+    ``last_launch.streamed`` whether that kernel was the streaming pass."""
 
     kind = "stencil_sequence"
 
@@ -104,7 +105,8 @@ class StencilSequence:
         """Run every stage in order (``iterations`` times); the result stays on the device.
 
         ``params``: one dict for every stage, or a list with one dict (or None) per stage; or
-        the fused decision: ``{"fuse": 0}`` (staged), ``{"fuse": 1, "fu_wc": ..., ...}``."""
+        the decision: ``{"fuse": 0}`` (staged), ``{"fuse": 1, "fu_wc": ..., ...}`` (fused),
+        ``{"fuse": 2, "tb_wc": ..., ...}`` (streamed)."""
         iterations = check_iterations(self.origin, iterations)
         fused_forced, stage_params = self._split_params(params)
         for stage in self.stages:
