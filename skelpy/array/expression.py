@@ -70,13 +70,14 @@ _SIGNATURES: dict[tuple, tuple] = {}
 
 
 def _operand_key(x):
+    t = type(x)
+    if t is float or t is bool:
+        return t
+    if t is int:
+        return (int, x)
     if isinstance(x, Container):
         return (x.dtype, x.shape)
-    if isinstance(x, (bool, float)):
-        return (type(x),)
-    if isinstance(x, int):
-        return (int, x)
-    return (type(x), getattr(x, "dtype", None))
+    return (t, getattr(x, "dtype", None))
 
 
 def node_of(x: Container) -> Node:
@@ -89,7 +90,7 @@ def node_of(x: Container) -> Node:
 
 def apply(op: str, operands: list, where: str | None = None) -> Container:
     """``op`` (a name of :mod:`.ops`) over containers and scalars, as a pending container."""
-    key = (op, *map(_operand_key, operands))
+    key = (op, *[_operand_key(x) for x in operands])
     hit = _SIGNATURES.get(key)
     if hit is None:
         where = where or Where(op)
@@ -111,11 +112,15 @@ def apply(op: str, operands: list, where: str | None = None) -> Container:
         _SIGNATURES[key] = shape, out, dtypes
     else:
         shape, out, dtypes = hit
-    args = _nodes(operands, dtypes)
+    args = [node_of(x) if isinstance(x, Container) else graph.const(x, dt)
+            for x, dt in zip(operands, dtypes, strict=True)]
     if op == "power" and graph.is_python_scalar(operands[1]) \
             and float(operands[1]) in SMALL_EXPONENTS:
         args[1] = graph.const(operands[1], dtypes[1], literal=True)
-    return fusion.pending_container(Node(op, tuple(args), out, shape), shape)
+    node = Node(op, tuple(args), out, shape)
+    if node.n_ops > graph.MAX_OPS or len(node.leaves) > graph.MAX_LEAVES:
+        node = Node(op, tuple(bounded(operands, args)), out, shape)
+    return fusion.pending_container(node, shape)
 
 
 #: Exponents written into the kernel (part of its structure): the translator turns them into

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import runtime as _rt
-from ..containers import Container
+from ..containers import Container, Matrix, Vector
 from ..errors import SkelpyError, TranslationError
 from ..muscle import Muscle
 from ..muscle.params import Scalar
@@ -77,7 +77,23 @@ def dtype_name(dt: np.dtype) -> str:
 _TEXTS: dict[tuple, tuple] = {}
 
 
+#: (root structure id, result ndim, leaf input kinds) -> (structure key, text) of a
+#: tree-shaped graph seen before: its program without walking it (``Node.sid``).
+_TREES: dict[tuple, tuple] = {}
+
+
 def linearise(root: Node, shape: tuple[int, ...]) -> Program:
+    tree = not root.shared and root.n_ops > 0
+    if tree:
+        views, kinds = [], []
+        for c in root.leaves:
+            v = c if c.shape == shape else c.broadcast_to(shape)
+            views.append(v)
+            kinds.append(input_kind(v))
+        tkey = (root.sid, len(shape), *kinds)
+        hit = _TREES.get(tkey)
+        if hit is not None:
+            return Program(hit[0], views, list(root.consts), *hit[1])
     key, leaves, consts = _walk(root, shape, None)
     text = _TEXTS.get(key)
     if text is None:
@@ -87,7 +103,20 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
         if len(_TEXTS) > 4 * MAX_CACHED_SKELETONS:
             _TEXTS.clear()
         _TEXTS[key] = text
+    if tree and _same_program(leaves, consts, views, root.consts):
+        if len(_TREES) > 4 * MAX_CACHED_SKELETONS:
+            _TREES.clear()
+        _TREES[tkey] = (key, text)
     return Program(key, leaves, consts, *text)
+
+
+def _same_program(leaves, consts, views, node_consts) -> bool:
+    """Whether the walk numbered a tree's leaves and constants as its nodes do (it always
+    should: a tree is only registered for the walk-free path when it did)."""
+    return len(leaves) == len(views) and len(consts) == len(node_consts) and \
+        all(a is b or (a.storage is b.storage and a.shape == b.shape and a.layout == b.layout)
+            for a, b in zip(leaves, views, strict=True)) and \
+        all(a is b for a, b in zip(consts, node_consts, strict=True))
 
 
 def _walk(root: Node, shape: tuple[int, ...], parts: dict | None):
@@ -288,7 +317,6 @@ LAST = _Last()
 def pending_container(node: Node, shape: tuple[int, ...], direct=None) -> Container:
     """A pending container computing ``node``; it reads ``node``'s leaves, so they compute
     it before anybody writes them."""
-    from ..containers import Matrix, Vector
     recipe = Recipe(node, shape, direct)
     cls = Vector if len(shape) == 1 else Matrix
     c = cls.pending(shape, node.dtype, recipe)

@@ -15,6 +15,7 @@ checked once per dtype signature (``fusion.check_translates``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -37,24 +38,61 @@ class Node:
     ``dtype``), ``"weak"`` (a Python scalar passed on to a muscle: weak, as in a skeleton
     call), ``"call"`` (a skeleton's muscle ``fn`` applied to ``args``: a deferred Map or Zip,
     see :mod:`.chains`) or an operation name of :mod:`.ops` (``args``: nodes); ``"astype"``
-    converts."""
+    converts.
 
-    __slots__ = ("op", "args", "dtype", "shape", "n_ops", "leaves", "fn", "__weakref__")
+    Each node also knows, from its arguments' (so a graph is never walked to find them):
+    ``leaves`` (the distinct containers read, in first-use order), ``consts`` (the kernel
+    arguments of its constants, in use order), ``sid`` (a small integer naming the graph's
+    structure: operations, dtypes, literals, muscles, which leaf each operand reads; not the
+    values) and ``shared`` (some operation may be reachable by two paths: then the structure
+    is not a tree and ``fusion`` walks the graph to number it; see :data:`_USES`)."""
+
+    __slots__ = ("op", "args", "dtype", "shape", "n_ops", "leaves", "fn", "consts", "sid",
+                 "shared", "uses", "__weakref__")
 
     def __init__(self, op: str, args: tuple, dtype: np.dtype, shape: tuple[int, ...],
                  fn=None):
         self.op, self.args, self.dtype, self.shape, self.fn = op, args, dtype, shape, fn
+        self.uses = 0
+        self.shared = False
         if op == "leaf":
-            self.n_ops, self.leaves = 0, (args[0],)
-        elif op in ("const", "literal", "weak"):
-            self.n_ops, self.leaves = 0, ()
-        else:
-            self.n_ops = 1 + sum(a.n_ops for a in args)
-            seen: dict[int, Container] = {}
-            for a in args:
-                for c in a.leaves:
-                    seen.setdefault(id(c), c)
-            self.leaves = tuple(seen.values())
+            self.n_ops, self.leaves, self.consts, self.sid = 0, (args[0],), (), _LEAF_SID
+            return
+        if op == "const" or op == "weak":
+            self.n_ops, self.leaves, self.consts = 0, (), args
+            self.sid = structure_id((op, dtype))
+            return
+        if op == "literal":
+            self.n_ops, self.leaves, self.consts = 0, (), ()
+            self.sid = structure_id((op, dtype, args[0].item()))
+            return
+        n_ops, shared, consts = 1, False, ()
+        for a in args:
+            n_ops += a.n_ops
+            if a.op != "leaf":
+                # an operation (or constant) used a second time: this graph may be a DAG
+                shared = shared or a.shared or a.uses > 0
+                a.uses += 1
+            if a.consts:
+                consts = consts + a.consts if consts else a.consts
+        self.n_ops, self.shared, self.consts = n_ops, shared, consts
+        if len(args) == 1:
+            a = args[0]
+            self.leaves = a.leaves
+            self.sid = structure_id((op, dtype, fn, a.sid))
+            return
+        seen: dict[int, int] = {}
+        leaves: list[Container] = []
+        reads: list[int] = []          # for each argument's leaves: the index in ours
+        for a in args:
+            for c in a.leaves:
+                k = seen.get(id(c))
+                if k is None:
+                    k = seen[id(c)] = len(leaves)
+                    leaves.append(c)
+                reads.append(k)
+        self.leaves = tuple(leaves)
+        self.sid = structure_id((op, dtype, fn, *(a.sid for a in args), tuple(reads)))
 
     def __repr__(self) -> str:
         if self.op == "leaf":
@@ -64,6 +102,23 @@ class Node:
         if self.op == "call":
             return f"{getattr(self.fn, '__name__', 'muscle')}({', '.join(map(repr, self.args))})"
         return f"{self.op}({', '.join(map(repr, self.args))})"
+
+
+#: structure -> its id (see Node.sid). Ids are never reused: when the table is cleared (it
+#: is bounded), later structures get new ids, so a live node's id still names only its own.
+_SIDS: dict[tuple, int] = {}
+_NEXT_SID = itertools.count(1)       # next() is atomic: two structures never share an id
+_LEAF_SID = 0
+MAX_STRUCTURES = 1 << 16
+
+
+def structure_id(structure: tuple) -> int:
+    sid = _SIDS.get(structure)
+    if sid is None:
+        if len(_SIDS) >= MAX_STRUCTURES:
+            _SIDS.clear()
+        sid = _SIDS[structure] = next(_NEXT_SID)
+    return sid
 
 
 def leaf(c: Container) -> Node:

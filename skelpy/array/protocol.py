@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from ..containers import Container, MatrixRow
+from ..containers import Container, Matrix, MatrixRow, Vector
 from . import chains, expression, inputs, ops, reductions, views
 from .graph import as_operand
 
@@ -54,11 +54,19 @@ def _operands(values) -> list | None:
     return out
 
 
+_CONTAINERS = frozenset({Vector, Matrix})
+_PLAIN = _CONTAINERS | {bool, int, float}
+
+
 class ArrayBackend:
     """What containers call for their NumPy-like behaviour (see the module docstring)."""
 
     # -- operators ----------------------------------------------------------------------------
     def binary(self, op: str, a, b):
+        ta, tb = type(a), type(b)
+        if ta in _PLAIN and tb in _PLAIN and (ta in _CONTAINERS or tb in _CONTAINERS) \
+                and op != "matmul":          # the common case, without the conversions
+            return expression.apply(op, [a, b])
         if op == "matmul":
             return views.matmul(a, b)
         operands = _operands((a, b))
