@@ -90,7 +90,8 @@ def node_of(x: Container) -> Node:
 
 def apply(op: str, operands: list, where: str | None = None) -> Container:
     """``op`` (a name of :mod:`.ops`) over containers and scalars, as a pending container."""
-    key = (op, *[_operand_key(x) for x in operands])
+    key = (op, _operand_key(operands[0]), _operand_key(operands[1])) if len(operands) == 2 \
+        else (op, *[_operand_key(x) for x in operands])
     hit = _SIGNATURES.get(key)
     if hit is None:
         where = where or Where(op)
@@ -113,7 +114,7 @@ def apply(op: str, operands: list, where: str | None = None) -> Container:
     else:
         shape, out, dtypes = hit
     args = [node_of(x) if isinstance(x, Container) else graph.const(x, dt)
-            for x, dt in zip(operands, dtypes, strict=True)]
+            for x, dt in zip(operands, dtypes)]
     if op == "power" and graph.is_python_scalar(operands[1]) \
             and float(operands[1]) in SMALL_EXPONENTS:
         args[1] = graph.const(operands[1], dtypes[1], literal=True)

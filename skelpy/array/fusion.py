@@ -77,23 +77,35 @@ def dtype_name(dt: np.dtype) -> str:
 _TEXTS: dict[tuple, tuple] = {}
 
 
-#: (root structure id, result ndim, leaf input kinds) -> (structure key, text) of a
-#: tree-shaped graph seen before: its program without walking it (``Node.sid``).
-_TREES: dict[tuple, tuple] = {}
+#: (root structure id, result ndim, what each leaf is read as) -> [structure key, text,
+#: fused skeleton or None] of a tree-shaped graph seen before: its program, and its kernel,
+#: without walking it (``Node.sid``). At most MAX_CACHED_SKELETONS entries.
+_TREES: dict[tuple, list] = {}
+
+
+def _tree_key(root: Node, shape: tuple[int, ...]):
+    """(key in _TREES, the leaves as the kernel reads them) of a tree-shaped graph, or None
+    for a graph that may share nodes (or reads nothing)."""
+    if root.shared or not root.n_ops:
+        return None
+    views, key = [], [root.sid, len(shape)]
+    for c in root.leaves:
+        if c.layout is None and c.shape == shape:      # a plain container: its dtype says all
+            views.append(c)
+            key.append(c.dtype)
+        else:
+            v = c if c.shape == shape else c.broadcast_to(shape)
+            views.append(v)
+            key.append(input_kind(v))
+    return tuple(key), views
 
 
 def linearise(root: Node, shape: tuple[int, ...]) -> Program:
-    tree = not root.shared and root.n_ops > 0
-    if tree:
-        views, kinds = [], []
-        for c in root.leaves:
-            v = c if c.shape == shape else c.broadcast_to(shape)
-            views.append(v)
-            kinds.append(input_kind(v))
-        tkey = (root.sid, len(shape), *kinds)
-        hit = _TREES.get(tkey)
+    tree = _tree_key(root, shape)
+    if tree is not None:
+        hit = _TREES.get(tree[0])
         if hit is not None:
-            return Program(hit[0], views, list(root.consts), *hit[1])
+            return Program(hit[0], tree[1], list(root.consts), *hit[1])
     key, leaves, consts = _walk(root, shape, None)
     text = _TEXTS.get(key)
     if text is None:
@@ -103,10 +115,11 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
         if len(_TEXTS) > 4 * MAX_CACHED_SKELETONS:
             _TEXTS.clear()
         _TEXTS[key] = text
-    if tree and _same_program(leaves, consts, views, root.consts):
-        if len(_TREES) > 4 * MAX_CACHED_SKELETONS:
-            _TREES.clear()
-        _TREES[tkey] = (key, text)
+    if tree is not None and _same_program(leaves, consts, tree[1], root.consts):
+        with _LOCK:
+            if len(_TREES) >= MAX_CACHED_SKELETONS:
+                _TREES.clear()
+            _TREES[tree[0]] = [key, text, None]
     return Program(key, leaves, consts, *text)
 
 
@@ -328,7 +341,18 @@ def pending_container(node: Node, shape: tuple[int, ...], direct=None) -> Contai
 
 
 def compute(node: Node, shape: tuple[int, ...]) -> tuple[Container, ZipN]:
-    """Run the graph as one kernel: a fresh container of ``shape`` (and the skeleton)."""
+    """Run the graph as one kernel: a fresh container of ``shape`` (and the skeleton). A
+    tree-shaped graph whose structure ran before goes straight to its skeleton."""
+    tree = _tree_key(node, shape)
+    if tree is not None:
+        hit = _TREES.get(tree[0])
+        if hit is not None and hit[2] is not None:
+            sk = hit[2]
+            return sk(*tree[1], *node.consts), sk
     program = linearise(node, shape)
     sk = skeleton_for(program)
+    if tree is not None:
+        hit = _TREES.get(tree[0])
+        if hit is not None:
+            hit[2] = sk
     return sk(*program.leaves, *program.consts), sk
