@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from ..containers import Container, Matrix, MatrixRow, Vector
-from . import chains, expression, inputs, ops, reductions, views
+from . import chains, expression, inputs, ops, reductions, stencils, views
 from .graph import as_operand
 
 
@@ -111,6 +111,9 @@ class ArrayBackend:
 
     def fused_reduce(self, skeleton, x: Container):
         return chains.fused_reduce(skeleton, x)
+
+    def fused_stencil(self, skeleton, x: Container, extras, iterations, out_dtype):
+        return stencils.fused_stencil(skeleton, x, extras, iterations, out_dtype)
 
     def fused_scan(self, skeleton, x: Container, params):
         return chains.fused_scan(skeleton, x, params)
