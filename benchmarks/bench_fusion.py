@@ -14,6 +14,9 @@ when CuPy is importable, i.e. on the GPU host only):
 - ``Map(f)`` then ``Reduce`` inside ``with sk.lazy():`` (one fused MapReduce kernel) vs the
   explicit MapReduce (target within 1.1x); the eager chain (two kernels) is shown beside it;
 - ``argmin``/``argmax`` (one pass over 64-bit keys) vs ``x.min()`` (one fold of the values);
+- ``Stencil(heat)(a * x + y)`` (a 5-point stencil reading the expression at each neighbour,
+  one kernel; ``of_copy_bw`` counts its real traffic, two matrices read and one written) vs
+  the expression computed first, then the stencil (two kernels and a temporary);
 - a 6-operation chain on x and y: GB/s counting only the fused kernel's real reads and writes
   (12 bytes per element) as a fraction of the copy bandwidth (target >= 90%);
 - ``Scan(x * 2 + y)`` (the expression evaluated as the scan loads) and a k-means-like
@@ -116,6 +119,10 @@ def _sqdiff(a, b):
 
 def _square(a):
     return a * a
+
+
+def _heat(nb):
+    return nb[0, 0] + 0.2 * (nb[-1, 0] + nb[1, 0] + nb[0, -1] + nb[0, 1] - 4 * nb[0, 0])
 
 
 def main(argv=None) -> dict:
@@ -271,6 +278,32 @@ def main(argv=None) -> dict:
     t_au = time_events(ap_unfused, reps=reps)
     rows.append({"case": f"AllPairs(P*0.5-1, C) {side * 4}x16x64", "skelpy_us": t_af * 1e6,
                  "unfused_us": t_au * 1e6, "unfused/fused": t_au / t_af})
+
+    # -- a pending expression read by Stencil at each neighbour ----------------------------
+    side = 4096 if gpu else (1024 if args.quick else 2048)
+    if args.n:
+        side = max(16, int(args.n ** 0.5))
+    mx, my = (sk.Matrix(rng.standard_normal((side, side)).astype(np.float32))
+              for _ in range(2))
+    heat = sk.Stencil(_heat, border="nearest")
+
+    def stencil_fused():
+        heat(0.5 * mx + my)
+        return heat.last_launch.events
+
+    def stencil_unfused():
+        z = 0.5 * mx + my
+        sk.evaluate(z)
+        ev = list(sk.array.last_skeleton().last_launch.events)
+        heat(z)
+        return ev + list(heat.last_launch.events)
+
+    t_stf = time_events(stencil_fused, reps=reps)
+    fused_ran = sk.array.last_skeleton().muscle.name == "skp_stencil"
+    t_stu = time_events(stencil_unfused, reps=reps)
+    rows.append({"case": f"Stencil(heat)(a*x+y) {side}^2", "skelpy_us": t_stf * 1e6,
+                 "unfused_us": t_stu * 1e6, "unfused/fused": t_stu / t_stf,
+                 "of_copy_bw": 12 * side * side / t_stf / bw, "fused": int(fused_ran)})
 
     # -- a 6-operation chain -------------------------------------------------------------------
     def chain6():

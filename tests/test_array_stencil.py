@@ -118,6 +118,11 @@ def test_the_cost_rule_computes_an_expensive_expression_first(rng):
     out = out.to_numpy()
     sk.evaluate(z)
     np.testing.assert_array_equal(out, st(z).to_numpy())
+    y, w = sk.Matrix(a * 2), sk.Matrix(a * 3)
+    st(x + y + w)                                   # three inputs read at 6 neighbours: no
+    assert not _is_fused()
+    st(x + y * 2.0)                                 # two: (2 + 1) * (6 - 1) <= 16
+    assert _is_fused()
 
 
 def test_a_neighbourhood_used_other_than_subscripted_is_not_rewritten():

@@ -17,7 +17,9 @@ neighbour: ``skp_at_c(ind, ...) = ind if ind != v else expression`` (``ind`` is 
 outside, exactly as the unfused stencil reads it).
 
 Recomputing the expression at every neighbour read is worth it only while it is cheap
-(``inputs.worth_fusing``, with ``reuse`` the number of neighbour reads in ``f``); otherwise,
+(``inputs.worth_fusing``, with ``reuse`` the number of neighbour reads in ``f`` and each read
+costing one load per input more than a stored value would: ``2 * x + y`` with a 5-point
+stencil is fused, an expression over three inputs or with a transcendental is not); otherwise,
 and for anything the rewrite does not cover (``nb`` used other than subscripted, a muscle
 in OpenCL C, a closure or ``params=``), the value is computed first, as before. With
 ``iterations=k`` only the first step reads the expression; the other k - 1 run on its result.
@@ -120,7 +122,7 @@ def _fused_for(skel: Stencil, program: fusion.Program, node, key, version) -> St
     fused = None
     try:
         reads = _neighbour_reads(skel)
-        if inputs.worth_fusing(node, reads):
+        if inputs.worth_fusing(node, reads, per_read=len(program.leaves) - 1):
             fused = _make(skel, program, key[1])
     except (_Unfusable, SkelpyError, SyntaxError):
         fused = None
