@@ -98,13 +98,19 @@ def test_iterations_and_extra_arguments(rng):
 
 def test_last_launch_and_source_show_the_fusion(rng):
     x = sk.Matrix(rng.standard_normal((6, 5)).astype(np.float32))
-    st = sk.Stencil(heat, border="nearest", cval=0.75)
-    st(x * 2.0 + 1.0)
+    st = sk.Stencil(lambda nb: nb[0, 0] * 0.5 + nb[-1, 1] + nb[1, -1], border="mirror")
+    out = st(x * 2.0 + 1.0)
     fused = sk.array.last_skeleton()
     assert st.last_launch is fused.last_launch and len(st.last_launch.events) == 1
     text = fused.source(x, np.float32(2), np.float32(1))
-    # the expression's muscle is called at each of the five neighbour reads
-    assert "skelpy_stencil" in text and text.count("skp_muscle_fast_fused(") >= 6
+    # the expression's muscle is defined once and called at each of the three reads
+    assert "skelpy_stencil" in text and text.count("skp_muscle_fast_fused(") == 4
+    z = x * 2.0 + 1.0
+    sk.evaluate(z)
+    np.testing.assert_array_equal(out.to_numpy(), st(z).to_numpy())
+    with pytest.raises(sk.SkelpyError, match="test_array_stencil"):
+        st(x * 2.0 + 1.0, 3.0)                      # the user's error, at the user's muscle
+    assert st(x * 2.0 + 1.0) is not None and _is_fused()
 
 
 def test_the_cost_rule_computes_an_expensive_expression_first(rng):

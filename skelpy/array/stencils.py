@@ -36,6 +36,7 @@ import weakref
 
 import numpy as np
 
+from .. import runtime
 from ..containers import Container, Matrix
 from ..errors import SkelpyError
 from ..skeletons import Stencil
@@ -43,7 +44,8 @@ from ..skeletons.stencil_launch import merge_launches
 from . import expression, fusion, inputs
 
 _LOCK = threading.Lock()
-#: user Stencil -> {(structure key, constant mode): (muscle version, fused Stencil or None)}
+#: user Stencil -> {(structure key, constant mode, extras' kinds): (muscle version, fused
+#: Stencil or None)}
 _FUSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: (shape, dtype, v) -> the indicator matrix of the constant mode (a few kept)
 _INDICATORS: dict[tuple, Matrix] = {}
@@ -59,14 +61,18 @@ def fused_stencil(skel: Stencil, x: Container, extras: tuple, iterations: int, o
     """``skel(x, *extras, iterations=...)`` with x's expression read at each neighbour
     inside the stencil's kernel, or None to compute x first (see the module docstring)."""
     if not isinstance(x, Matrix) or x.layout is not None or not isinstance(iterations, int) \
-            or iterations < 1 or skel.muscle.is_c:
+            or iterations < 1 or skel.muscle.is_c or runtime.current().group is not None:
         return None
     node = expression.node_of(x)
     program = fusion.linearise(node, x.shape)
     if not program.leaves:
         return None
     constant = skel.border == "constant"
-    key, version = (program.key, constant), skel.muscle.version()
+    # the extras' kinds too: a call whose extras are wrong is not fused (the unfused call
+    # raises the user's error), which must not stop calls with the right ones
+    kinds = tuple((type(e), getattr(e, "dtype", None), getattr(e, "shape", None))
+                  for e in extras)
+    key, version = (program.key, constant, kinds), skel.muscle.version()
     fused = _fused_for(skel, program, node, key, version)
     if fused is None:
         return None
