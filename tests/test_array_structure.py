@@ -97,3 +97,28 @@ def test_a_graph_over_the_limits_is_still_computed_in_parts(rng):
     assert z.storage.pending.node.n_ops <= graph.MAX_OPS
     np.testing.assert_array_equal(z.to_numpy(), want)
     expression.evaluate(z)
+
+
+def test_python_ints_are_typed_by_the_dtypes_that_hold_them(monkeypatch):
+    typed = [0]
+    real = graph.numpy_dtype
+
+    def counting(*args):
+        typed[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(graph, "numpy_dtype", counting)
+    a = np.arange(-3, 4, dtype=np.int8)
+    x = sk.Vector(a)
+    for k in (64, 100, 127, 90):                   # one bit length, all in int8: typed once
+        np.testing.assert_array_equal((x + k).to_numpy(), a + np.int8(k))
+    assert typed[0] == 1
+    for k in (128, 300):                           # NumPy's OverflowError, each time
+        with pytest.raises(sk.DTypeError):
+            x + k
+    for k in (-128, -129, 1000):                   # out of range: NumPy compares exactly
+        np.testing.assert_array_equal((x == k).to_numpy(), a == k)
+        np.testing.assert_array_equal((x < k).to_numpy(), a < k)
+    u = sk.Vector(np.arange(5, dtype=np.uint8))
+    np.testing.assert_array_equal((u > -1).to_numpy(), np.ones(5, bool))
+    np.testing.assert_array_equal((u * 255).to_numpy(), np.arange(5, dtype=np.uint8) * 255)

@@ -65,7 +65,9 @@ class Where:
 
 
 #: (op, operand signature) -> (shape, result dtype, operand dtypes) of an operation that
-#: built without an error (ints by value: NEP 50 errors depend on it).
+#: built without an error. A Python int is keyed by its sign and bit length: that says
+#: exactly which integer dtypes hold it, which is all NEP 50's dtypes and errors depend on
+#: (so a loop over int values is typed once; an out-of-range comparison is never stored).
 _SIGNATURES: dict[tuple, tuple] = {}
 
 
@@ -74,7 +76,7 @@ def _operand_key(x):
     if t is float or t is bool:
         return t
     if t is int:
-        return (int, x)
+        return (int, x.bit_length() if x >= 0 else -1 - (-1 - x).bit_length())
     if isinstance(x, Container):
         return (x.dtype, x.shape)
     return (t, getattr(x, "dtype", None))
