@@ -31,6 +31,13 @@ def weighted(nb, w, other):
     return nb[0, -1] * w + nb[1, 0] + other[0, 1]    # a scalar and a matrix read around
 
 
+@pytest.fixture(autouse=True)
+def fuse_two_inputs_on_cpus_too(monkeypatch):
+    """The bitwise tests fuse expressions over several inputs whatever the device (on a CPU
+    the cost rule computes those first; tested below)."""
+    monkeypatch.setitem(stencils.INPUT_COST, "cpu", 1)
+
+
 def _fused_and_unfused(st, make, *extras, iterations=1):
     """(fused result, launches of the fused call or None when it did not fuse, unfused
     result) of ``st(make(), ...)``."""
@@ -128,6 +135,18 @@ def test_the_cost_rule_computes_an_expensive_expression_first(rng):
     st(x + y + w)                                   # three inputs read at 6 neighbours: no
     assert not _is_fused()
     st(x + y * 2.0)                                 # two: (2 + 1) * (6 - 1) <= 16
+    assert _is_fused()
+
+
+def test_on_a_cpu_an_expression_over_two_inputs_is_computed_first(rng, monkeypatch):
+    monkeypatch.setitem(stencils.INPUT_COST, "cpu", 8)
+    monkeypatch.setitem(stencils.INPUT_COST, "gpu", 8)    # the rule, whatever the device
+    a = rng.standard_normal((8, 9)).astype(np.float32)
+    x, y = sk.Matrix(a), sk.Matrix(a * 2)
+    st = sk.Stencil(heat, border="nearest", cval=0.75)
+    st(x + y * 2.0)
+    assert not _is_fused()
+    st(x * 2.0)                                     # one input: fused
     assert _is_fused()
 
 
