@@ -33,6 +33,7 @@
  *   SKP_MODE                    border mode (SKP_MODE_CONSTANT ... SKP_MODE_MIRROR)
  *   SKP_CVAL_IN, SKP_CVAL_<st>  the constant border value as the input's and as each other
  *                               storage type in use
+ *   skp_pick_<st>(inside, v)    (constant only) v where inside, else SKP_CVAL_<st>
  *   SKP_IDX_T                   int, or long for matrices of 2^31 cells or more
  *   SKP_DR(i), SKP_DC(i)        offset filters applied to muscle reads (identity, or a clamp
  *                               into the shape when offsets cannot be checked statically)
@@ -63,24 +64,26 @@
 #define SKP_REACH_R (SKP_N > SKP_S ? SKP_N : SKP_S)
 #define SKP_REACH_C (SKP_W > SKP_E ? SKP_W : SKP_E)
 
-/* Element (r, c) of a rows x cols matrix p, with the border rule applied; CV is the constant
- * as p's element type.  Constant reads the nearest cell and then selects (no branch around
- * the load: it would sink into a branch on the row, see skp_border_fold), testing the folded
- * indices against the given ones in one compare: a row test and a column test side by side
- * let LLVM's SLP vectorizer pair them into vector instructions, and PoCL's work-item loop does
- * not vectorize a loop that holds any (the 13-point 5x5 and Game of Life then ran 3x slower
- * than nearest). */
+/* Element (r, c) of a rows x cols matrix p of storage type T, with the border rule applied.
+ * Constant reads the nearest cell and hands it to skp_pick_<T>(inside, v) (the generated
+ * header defines one per storage type: `inside ? v : the constant`): a function's arguments
+ * are evaluated unconditionally, so no branch goes around the load (it would sink into a
+ * branch on the row, see skp_border_fold).  `inside` compares the folded indices with the
+ * given ones in one test: a row test and a column test side by side let LLVM's SLP vectorizer
+ * pair them into vector instructions, and PoCL's work-item loop does not vectorize a loop that
+ * holds any (a 5x5 LoG and Game of Life then ran 3x slower than nearest). */
+#define SKP_PASTE_(a, b) a##b
+#define SKP_PASTE(a, b) SKP_PASTE_(a, b)
+#define SKP_FOLD_R(r, rows) skp_border_fold((r), (rows), SKP_MODE, SKP_REACH_R)
+#define SKP_FOLD_C(c, cols) skp_border_fold((c), (cols), SKP_MODE, SKP_REACH_C)
 #define SKP_FOLDED_READ(p, r, c, rows, cols) \
-    ((p)[(SKP_IDX_T)skp_border_fold((r), (rows), SKP_MODE, SKP_REACH_R) * (cols) \
-         + skp_border_fold((c), (cols), SKP_MODE, SKP_REACH_C)])
+    ((p)[(SKP_IDX_T)SKP_FOLD_R(r, rows) * (cols) + SKP_FOLD_C(c, cols)])
 #if SKP_MODE == SKP_MODE_CONSTANT
-#define SKP_BORDER_READ(p, r, c, rows, cols, CV) \
-    ({ const int skp_fr_ = skp_border_fold((r), (rows), SKP_MODE, SKP_REACH_R); \
-       const int skp_fc_ = skp_border_fold((c), (cols), SKP_MODE, SKP_REACH_C); \
-       const __typeof__(CV) skp_v_ = (p)[(SKP_IDX_T)skp_fr_ * (cols) + skp_fc_]; \
-       (((skp_fr_ ^ (r)) | (skp_fc_ ^ (c))) == 0) ? skp_v_ : (CV); })
+#define SKP_BORDER_READ(p, r, c, rows, cols, T) \
+    SKP_PASTE(skp_pick_, T)(((SKP_FOLD_R(r, rows) ^ (r)) | (SKP_FOLD_C(c, cols) ^ (c))) == 0, \
+                            SKP_FOLDED_READ(p, r, c, rows, cols))
 #else
-#define SKP_BORDER_READ(p, r, c, rows, cols, CV) SKP_FOLDED_READ(p, r, c, rows, cols)
+#define SKP_BORDER_READ(p, r, c, rows, cols, T) SKP_FOLDED_READ(p, r, c, rows, cols)
 #endif
 
 /* Reads the muscle's accessors expand to.  DIRECT: the pointer is at the cell, the pitch is
@@ -99,13 +102,13 @@
 #endif
 #if SKP_LOCAL
 #define SKP_SPACE_IN __local
-#define SKP_READ_EDGE_IN(p, pitch, r, c, rows, cols, CV, dr, dc) \
+#define SKP_READ_EDGE_IN(p, pitch, r, c, rows, cols, T, dr, dc) \
     SKP_READ_DIRECT(p, pitch, dr, dc)
 #else
 #define SKP_SPACE_IN __global
-#define SKP_READ_EDGE_IN(p, pitch, r, c, rows, cols, CV, dr, dc) \
-    SKP_BORDER_READ(p, (r) + SKP_DR(dr), (c) + SKP_DC(dc), rows, cols, CV)
+#define SKP_READ_EDGE_IN(p, pitch, r, c, rows, cols, T, dr, dc) \
+    SKP_BORDER_READ(p, (r) + SKP_DR(dr), (c) + SKP_DC(dc), rows, cols, T)
 #endif
-#define SKP_READ_EDGE(p, r, c, rows, cols, CV, dr, dc) \
-    SKP_BORDER_READ(p, (r) + SKP_DR(dr), (c) + SKP_DC(dc), rows, cols, CV)
+#define SKP_READ_EDGE(p, r, c, rows, cols, T, dr, dc) \
+    SKP_BORDER_READ(p, (r) + SKP_DR(dr), (c) + SKP_DC(dc), rows, cols, T)
 
