@@ -78,12 +78,24 @@
 #define SKP_FOLD_C(c, cols) skp_border_fold((c), (cols), SKP_MODE, SKP_REACH_C)
 #define SKP_FOLDED_READ(p, r, c, rows, cols) \
     ((p)[(SKP_IDX_T)SKP_FOLD_R(r, rows) * (cols) + SKP_FOLD_C(c, cols)])
+/* The same for a computed cell (r, c), inside the matrix, at offset (dr, dc): folds by the
+ * offset (skp_border_offset), what the muscle's reads in edge groups use. */
+#define SKP_FOLD_AT_R(r, d, rows) skp_border_offset((r), (d), (rows), SKP_MODE, SKP_REACH_R)
+#define SKP_FOLD_AT_C(c, d, cols) skp_border_offset((c), (d), (cols), SKP_MODE, SKP_REACH_C)
+#define SKP_FOLDED_READ_AT(p, r, c, dr, dc, rows, cols) \
+    ((p)[(SKP_IDX_T)SKP_FOLD_AT_R(r, dr, rows) * (cols) + SKP_FOLD_AT_C(c, dc, cols)])
 #if SKP_MODE == SKP_MODE_CONSTANT
 #define SKP_BORDER_READ(p, r, c, rows, cols, T) \
     SKP_PASTE(skp_pick_, T)(((SKP_FOLD_R(r, rows) ^ (r)) | (SKP_FOLD_C(c, cols) ^ (c))) == 0, \
                             SKP_FOLDED_READ(p, r, c, rows, cols))
+#define SKP_BORDER_READ_AT(p, r, c, dr, dc, rows, cols, T) \
+    SKP_PASTE(skp_pick_, T)(((SKP_FOLD_AT_R(r, dr, rows) ^ ((r) + (dr))) \
+                             | (SKP_FOLD_AT_C(c, dc, cols) ^ ((c) + (dc)))) == 0, \
+                            SKP_FOLDED_READ_AT(p, r, c, dr, dc, rows, cols))
 #else
 #define SKP_BORDER_READ(p, r, c, rows, cols, T) SKP_FOLDED_READ(p, r, c, rows, cols)
+#define SKP_BORDER_READ_AT(p, r, c, dr, dc, rows, cols, T) \
+    SKP_FOLDED_READ_AT(p, r, c, dr, dc, rows, cols)
 #endif
 
 /* Reads the muscle's accessors expand to.  DIRECT: the pointer is at the cell, the pitch is
@@ -107,8 +119,8 @@
 #else
 #define SKP_SPACE_IN __global
 #define SKP_READ_EDGE_IN(p, pitch, r, c, rows, cols, T, dr, dc) \
-    SKP_BORDER_READ(p, (r) + SKP_DR(dr), (c) + SKP_DC(dc), rows, cols, T)
+    SKP_BORDER_READ_AT(p, r, c, SKP_DR(dr), SKP_DC(dc), rows, cols, T)
 #endif
 #define SKP_READ_EDGE(p, r, c, rows, cols, T, dr, dc) \
-    SKP_BORDER_READ(p, (r) + SKP_DR(dr), (c) + SKP_DC(dc), rows, cols, T)
+    SKP_BORDER_READ_AT(p, r, c, SKP_DR(dr), SKP_DC(dc), rows, cols, T)
 
