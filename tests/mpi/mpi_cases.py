@@ -322,3 +322,15 @@ def test_stencil_tuned_temporal_path_and_sequence():
     got = seq(sk.Matrix(a)).to_numpy()
     ref = alone(lambda: seq(sk.Matrix(a)).to_numpy())
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("route", ["queue", "copy"])
+@pytest.mark.parametrize("mode", ["wrap", "nearest"])
+def test_stencil_passes_both_exchange_routes(route, mode):
+    # "copy" is the GPUs' default route (copy queue, progress thread, uploads behind a user
+    # event), "queue" the CPUs'; both with passes of t steps and a k-deep halo
+    a = data((31, 9), seed=13)
+    step = sk.Stencil(heat, shape=1, border=mode)
+    out = step(sk.Matrix(a), iterations=10, params={"t": 2, "k": 4, "route": route})
+    ref = alone(lambda: step(sk.Matrix(a), iterations=10, params={"t": 1}).to_numpy())
+    np.testing.assert_array_equal(out.to_numpy(), ref)
