@@ -51,7 +51,8 @@ inline int skp_border_once_hi(const int x, const int n, const int mode)
  * - vector-typed instructions, which LLVM's SLP vectorizer makes of the row and column clamps
  *   (clamp() is min/max): selects instead, nearest included;
  * - a branch in the edge code on a row index (see skp_border_once); mirror's single-cell case
- *   is a mask, not a branch, for the same reason.
+ *   is a mask, not a branch, for the same reason (edge groups' reads fold by offset,
+ *   skp_border_offset, which masks the offset instead).
  * `static`: no out-of-line copy, whose loop (reach unknown there) clang warns it cannot unroll. */
 static inline int skp_border_fold(int x, const int n, const int mode, const int reach)
 {
@@ -75,7 +76,10 @@ static inline int skp_border_fold(int x, const int n, const int mode, const int 
 static inline int skp_border_offset(const int c, const int d, const int n, const int mode,
                                     const int reach)
 {
-    int x = c + d;
+    /* mirror: a single cell mirrors onto itself, so there the offset counts as 0 (a mask on
+     * the offset, invariant, not on the result: LLVM then still sees consecutive cells read
+     * consecutive columns and loads them as vectors; masking the result cost mirror 1.6x) */
+    int x = c + (mode == SKP_MODE_MIRROR ? d & -(n != 1) : d);
     if (mode == SKP_MODE_CONSTANT || mode == SKP_MODE_NEAREST)
         return d < 0 ? (x < 0 ? 0 : x) : (x >= n ? n - 1 : x);
     /* the first fold: x can only be beyond the side d points to (mirror's low side written
@@ -92,8 +96,7 @@ static inline int skp_border_offset(const int c, const int d, const int n, const
         const int y = d < 0 ? skp_border_once(x, n, mode) : skp_border_once_hi(x, n, mode);
         x = i < folds ? y : x;
     }
-    /* mirror: a single cell mirrors onto itself */
-    return mode == SKP_MODE_MIRROR ? x & -(n != 1) : x;
+    return x;
 }
 
 /* x mapped into [0, n) for any x (the periodic modes fold far reaches back again and again):
