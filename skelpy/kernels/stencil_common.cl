@@ -23,9 +23,11 @@
  *
  * Borders.  A group whose tile plus halo lies wholly inside the matrix ("interior" group,
  * uniform per group) reads without any index check.  Only groups touching an edge remap
- * indices with scipy.ndimage's rule for SKP_MODE (skp_border_fold in stencil_border.cl, which
- * comes first: compares and selects, no division, so PoCL still vectorizes the kernel across
- * work-items) or substitute the constant.
+ * indices with scipy.ndimage's rule for SKP_MODE (stencil_border.cl, which comes first: a
+ * muscle's read folds by its offset, skp_border_offset, a staged halo cell by the reach,
+ * skp_border_fold; compares and selects only, no branch and no division, so PoCL still splits
+ * its work-item loop into interior and edge copies and vectorizes both) or substitute the
+ * constant.
  *
  * The generated header (skeletons/stencil.py) supplies:
  *   SKP_IN_ST, SKP_OUT_ST       storage types of input and output elements
