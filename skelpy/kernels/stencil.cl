@@ -120,7 +120,7 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
                              __global const SKP_IN_ST* restrict in,
                              const int rows, const int cols
 #if SKP_LOCAL
-                             , __local SKP_IN_ST* restrict tile
+                             , __local SKP_IN_ST* tile
 #endif
                              SKP_WINDOW_DECL SKP_EXTRA_DECL)
 {
