@@ -31,7 +31,8 @@ def _stencil_cols(points):
 
 def test_cpu_columns_are_relative_to_the_devices_simd_width_and_compute_units():
     pts = [{"wg_r": 4, "wg_c": 32, "cr": 1, "cc": 1}, {"wg_r": 1, "wg_c": 64, "cr": 2, "cc": 2}]
-    scen = {"dev_pref_vec_float": 16.0, "dev_compute_units": 2.0, "dev_global_cache": 2.0 ** 25,
+    scen = {"dev_is_gpu": 0.0, "dev_pref_vec_float": 16.0, "dev_compute_units": 2.0,
+            "dev_global_cache": 2.0 ** 25,
             "ds_log2_elements": 18.0, "ds_dtype_size": 4.0,
             "k_north": 1.0, "k_south": 1.0, "k_east": 1.0, "k_west": 1.0}
     cols = _stencil_cols(pts)
@@ -51,9 +52,13 @@ def test_cpu_columns_are_relative_to_the_devices_simd_width_and_compute_units():
     np.testing.assert_allclose(x1["x_simd_fill"], [4.0])
     np.testing.assert_allclose(x1["x_vw_simd"], [-2.0])
     # the data against the cache is a scenario feature
-    f = tfeatures.scenario_features("map", {"dev_global_cache": 2.0 ** 20}, {},
-                                    {"n": 2.0 ** 20, "dtype_size": 4.0})
+    f = tfeatures.scenario_features("map", {"dev_is_gpu": 0.0, "dev_global_cache": 2.0 ** 20},
+                                    {}, {"n": 2.0 ** 20, "dtype_size": 4.0})
     assert f["x_data_cache"] == pytest.approx(2.0)
+    # a GPU's features are what its models were checked with
+    assert "x_simd_fill" not in tfeatures.cross_columns({**scen, "dev_is_gpu": 1.0}, cols)
+    assert "x_data_cache" not in tfeatures.scenario_features(
+        "map", {"dev_is_gpu": 1.0, "dev_global_cache": 2.0 ** 20}, {}, {"n": 2.0 ** 20})
 
 
 def test_the_model_sees_the_cpu_columns_when_it_scores_candidates():

@@ -71,7 +71,8 @@ def scenario_features(skeleton: str, device_features: Mapping[str, Any],
     size = _num(dataset.get("dtype_size", 4)) or 4.0
     out["ds_log2_bytes"] = _log2(elements * size)
     cache = _num(device_features.get("dev_global_cache", device_features.get("global_cache")))
-    if cache:
+    is_gpu = _num(device_features.get("dev_is_gpu", device_features.get("is_gpu", 1.0)))
+    if cache and not is_gpu:
         # the data against the last-level cache: on a CPU an input that fits streams
         # from cache and the launch's overheads decide
         out["x_data_cache"] = out["ds_log2_bytes"] - _log2(cache)
@@ -142,7 +143,7 @@ def cross_columns(scen: Mapping[str, float], cols: Mapping[str, np.ndarray]
         hc = scen["k_east"] + scen["k_west"]
         out["x_log2_halo"] = np.log2((tr + hr) * (tc + hc) / (tr * tc))
         cache = scen.get("dev_global_cache", 0.0)
-        if cache > 0:
+        if cache > 0 and not scen.get("dev_is_gpu", 1.0):
             size = scen.get("ds_dtype_size", 4.0) or 4.0
             out["x_tile_cache"] = np.log2((tr + hr) * (tc + hc) * size / cache)
     out.update(cpu_columns(scen, cols, out.get("x_log2_groups")))
@@ -158,6 +159,8 @@ def cpu_columns(scen: Mapping[str, float], cols: Mapping[str, np.ndarray],
     work-groups per compute unit (PoCL hands whole groups to its threads). Relative to the
     device's own queries, a point learnt on an AVX2 CPU carries to an AVX-512 one."""
     out: dict[str, np.ndarray] = {}
+    if scen.get("dev_is_gpu", 1.0):       # GPUs' models keep the features they were checked with
+        return out
     vec = float(scen.get("dev_pref_vec_float", 0.0))
     if vec > 0:
         lv = math.log2(vec)
