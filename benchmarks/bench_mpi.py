@@ -3,11 +3,13 @@ not part of ``skelpy bench``). On a host with two GPUs:
 
     mpiexec -n 2 python -m benchmarks.bench_mpi            # P ranks x 1 GPU vs 1 GPU alone
     python -m benchmarks.bench_mpi --group "gpu:*"          # the in-process group, same cases
-    ... [--quick] [--iterations 100] [--out benchmarks/results/mpi-....json]
+    ... [--quick] [--iterations 100] [--cases heat,reduce,...] [--out benchmarks/results/....json]
 
-Cases (issue 14): heat 5-point at 16384^2 and 4096^2 with iterations, Gaussian 11x11 at 8192^2,
-AllPairs matmul 8192^2, Reduce (sum) of 2^28 floats; ``--quick`` takes small sizes (a check
-that it runs, e.g. on PoCL). Times are wall clock from a barrier to a barrier around the whole
+Cases (issue 14; ``--cases`` picks by key): ``heat`` 5-point at 16384^2 and 4096^2 with
+iterations, ``gauss`` 11x11 at 8192^2, ``allpairs`` matmul 8192^2, ``reduce`` (sum) of 2^28
+floats, ``dot`` (MapReduce) and ``scan`` (inclusive sum) of 2^28 floats, and ``fixed``: Reduce,
+dot and Scan of 2^10 floats, where the per-call cost of the small collectives is all there is;
+``--quick`` takes small sizes (a check that it runs, e.g. on PoCL). Times are wall clock from a barrier to a barrier around the whole
 call on every rank, the result complete on the devices (the slowest rank counts), best of
 ``--reps``; the one-rank time is the same call on rank 0's device alone while the others wait.
 Inputs are built from each rank's own rows (``from_local``), so no scatter is timed.
@@ -42,22 +44,34 @@ def gauss11(nb):
     return s
 
 
+CASES = ("heat", "gauss", "allpairs", "reduce", "dot", "scan", "fixed")
+
+
 def cases(quick: bool, iterations: int):
-    """(name, input shapes, run(inputs) -> result, work units for a rate)."""
+    """(key, name, input shapes, run(inputs) -> result, work units for a rate)."""
     n1, n2, g, ap, red = (1024, 512, 512, 512, 1 << 22) if quick else \
         (16384, 4096, 8192, 8192, 1 << 28)
     step = sk.Stencil(heat, shape=1, border="nearest")
     blur = sk.Stencil(gauss11, border="reflect")
     mm = sk.AllPairs(zip=lambda a, b: a * b, reduce=lambda a, b: a + b)
     add = sk.Reduce(lambda a, b: a + b, identity=0)
+    dot = sk.MapReduce(lambda a, b: a * b, lambda a, b: a + b, identity=0)
+    scan = sk.Scan(lambda a, b: a + b, identity=0, inclusive=True)
+    lg, small = red.bit_length() - 1, 1 << 10
     return [
-        (f"heat {n1}^2 x{iterations}", [(n1, n1)], lambda m: step(m, iterations=iterations),
-         n1 * n1 * iterations),
-        (f"heat {n2}^2 x{iterations}", [(n2, n2)], lambda m: step(m, iterations=iterations),
-         n2 * n2 * iterations),
-        (f"gaussian 11x11 {g}^2", [(g, g)], lambda m: blur(m), g * g),
-        (f"allpairs matmul {ap}^2", [(ap, ap), (ap, ap)], lambda a, b: mm(a, b), 2 * ap ** 3),
-        (f"reduce 2^{red.bit_length() - 1}", [(red,)], lambda v: add(v), red),
+        ("heat", f"heat {n1}^2 x{iterations}", [(n1, n1)],
+         lambda m: step(m, iterations=iterations), n1 * n1 * iterations),
+        ("heat", f"heat {n2}^2 x{iterations}", [(n2, n2)],
+         lambda m: step(m, iterations=iterations), n2 * n2 * iterations),
+        ("gauss", f"gaussian 11x11 {g}^2", [(g, g)], lambda m: blur(m), g * g),
+        ("allpairs", f"allpairs matmul {ap}^2", [(ap, ap), (ap, ap)], lambda a, b: mm(a, b),
+         2 * ap ** 3),
+        ("reduce", f"reduce 2^{lg}", [(red,)], lambda v: add(v), red),
+        ("dot", f"dot 2^{lg}", [(red,), (red,)], lambda a, b: dot(a, b), red),
+        ("scan", f"scan 2^{lg}", [(red,)], lambda v: scan(v), red),
+        ("fixed", "fixed cost: reduce 2^10", [(small,)], lambda v: add(v), small),
+        ("fixed", "fixed cost: dot 2^10", [(small,), (small,)], lambda a, b: dot(a, b), small),
+        ("fixed", "fixed cost: scan 2^10", [(small,)], lambda v: scan(v), small),
     ]
 
 
@@ -97,6 +111,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--group", help="an in-process device group instead of MPI ('gpu:*')")
     ap.add_argument("--kind", default="", help="mpi device kind: gpu or cpu")
+    ap.add_argument("--cases", default=",".join(CASES), help="keys: " + ",".join(CASES))
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     rows = []
@@ -109,7 +124,10 @@ def main() -> None:
         comm = MPI.COMM_WORLD
         ranks, rank, barrier = comm.size, comm.rank, comm.Barrier
     mine = runtime.current().device
-    for name, shapes, run, work in cases(args.quick, args.iterations):
+    keys = set(args.cases.split(","))
+    for key, name, shapes, run, work in cases(args.quick, args.iterations):
+        if key not in keys:
+            continue
         inputs = []
         for i, shape in enumerate(shapes):
             cls = sk.Vector if len(shape) == 1 else sk.Matrix
@@ -118,14 +136,15 @@ def main() -> None:
             else:
                 lo, hi = split(shape[0], ranks)[rank]
                 inputs.append(cls.from_local(rows_of(shape, lo, hi, i)))
-        t_group = timed(run, inputs, args.reps, barrier)
+        reps = args.reps * 10 if key == "fixed" else args.reps    # microseconds: more
+        t_group = timed(run, inputs, reps, barrier)
         whole = [np.asarray(c) for c in inputs]          # gathered on every rank
         t_one = None
         spec = args.group or ("mpi:" + args.kind if args.kind else "mpi")
         if rank == 0:
             sk.use(mine)
             alone = [type(c)(w) for c, w in zip(inputs, whole)]
-            t_one = timed(run, alone, args.reps, lambda: None)
+            t_one = timed(run, alone, reps, lambda: None)
             sk.use(spec)
         barrier()
         row = {"case": name, "ranks": ranks, "seconds": t_group, "one_device_seconds": t_one,

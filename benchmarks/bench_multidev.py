@@ -267,6 +267,8 @@ def main(argv=None) -> dict:
                 target = TARGETS.get(case)
                 if case == "heat":
                     target = 1.9 if size.startswith("16384") else 1.5
+                elif case == "life" and not size.startswith("16384"):
+                    target = None             # the target is at 16384^2 only
                 if target is not None and count == 2 and scale == "full":
                     r["target"] = target
             rows.append(r)

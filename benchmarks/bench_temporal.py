@@ -4,6 +4,7 @@ steps, in GCell-steps/s beside the copy bound; and the issue's "no slow corners"
     python -m benchmarks.bench_temporal [--quick] [--sizes 4096,8192,16384] [--iterations 100]
                                         [--cases heat,gauss3,life_i32,life_u8] [--grid staged|full]
                                         [--borders 512,1024,2048,4096 | --borders none]
+                                        [--force-t 2,4,8 [--force-ring 0,1]]
 
 Cases: heat (5-point, float32, nearest), Gaussian 3x3 (float32, reflect), Game of Life (int32
 and uint8, wrap). For each case and size it times, with OpenCL profiling events (minimum of
@@ -21,7 +22,18 @@ repeats, all passes of one call summed):
   again at the best tile); ``--grid full`` measures a product around it.
 
 Every temporal result is compared bit for bit with the single-step result (at every size for the
-best and default points, at the smallest size for all). The copy bound: a device-to-device copy
+best and default points, at the smallest size for all); each case prints ``bitwise PASS`` or
+``bitwise FAIL``, and the command exits with status 1 when any comparison failed.
+
+``--force-t 2,4,8`` checks the kernel instead of searching: at every case and size it runs each
+of those t with the default tile (on a GPU the GPU default: 128 work-items of one column, 128
+rows per stream, two rows ahead), once per ``--force-ring`` layout (0: own columns in registers,
+1: every window from the local ring), and prints one line per point: PASS or FAIL against the
+single steps, bit for bit, and its GCell-steps/s beside the single step's. The H200 check of
+Game of Life in passes (issue 16):
+
+    python -m benchmarks.bench_temporal --cases life_i32,life_u8,heat --sizes 4096,8192 \
+        --iterations 100 --force-t 2,3,4,8 --borders none The copy bound: a device-to-device copy
 of the same bytes measured in the same run; a step moves 2 x itemsize bytes per cell (8 for
 float32), so ``copy-eq`` = copy bandwidth / (2 x itemsize) cell-steps/s and ``%copy`` =
 throughput / copy-eq (above 100% only by carrying several steps on chip).
@@ -175,6 +187,31 @@ def full(search: Search, start: dict, grid: dict) -> None:
         search.measure(dict(start, **dict(zip(names, values))))
 
 
+def forced(st, m, iterations, reps, ref, start, t_values, rings, t_single, cells, label):
+    """Each forced t (and ring layout) at the ``start`` tile, checked bit for bit against the
+    single steps' ``ref``; one PASS/FAIL line per point. Returns the point records."""
+    recs = []
+    for t, ring in itertools.product(t_values, rings):
+        p = dict(start, t=t, tb_ring=ring, tb_unroll=1)
+        try:
+            secs, out, ran = time_call(st, m, iterations, p, reps)
+        except sk.SkelpyError as exc:
+            rec = {"params": p, "error": str(exc).splitlines()[0][:160]}
+            print(f"  CHECK {label} t={t} ring{ring}: ERROR {rec['error']}", flush=True)
+            recs.append(rec)
+            continue
+        ok = same(out, ref) and ran == p
+        del out
+        rec = {"params": p, "ran": ran, "seconds": secs, "bitwise": ok,
+               "gcs": cells / secs / 1e9, "speedup": t_single / secs}
+        recs.append(rec)
+        print(f"  CHECK {label} t={t} ring{ring}: {'PASS' if ok else 'FAIL'}  "
+              f"{rec['gcs']:.1f} GCell-steps/s, {rec['speedup']:.2f}x single "
+              f"({cells / t_single / 1e9:.1f})"
+              + ("" if ran == p else f"  (ran {ran})"), flush=True)
+    return recs
+
+
 def borders(sizes, reps) -> list[dict]:
     """Heat float32, one default single-step call per border mode: time over nearest's."""
     rows = []
@@ -213,7 +250,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--budget-seconds", type=float, default=None,
                     help="stop searching (and mark the rest skipped) after this long")
     ap.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    ap.add_argument("--force-t", default=None,
+                    help="check these t (comma-separated) at the default tile instead of "
+                         "searching: PASS/FAIL and GCell-steps/s per point")
+    ap.add_argument("--force-ring", default="0,1",
+                    help="with --force-t: the tb_ring layouts to check (default 0,1)")
     args = ap.parse_args(argv)
+    force_t = [int(v) for v in args.force_t.split(",")] if args.force_t else []
+    force_rings = [int(v) for v in args.force_ring.split(",")]
 
     rt = runtime.current()
     dev = rt.device
@@ -268,7 +312,17 @@ def main(argv=None) -> dict:
         search = Search(st, m, iterations, reps, ref, deadline, check_all=(size == min(sizes)))
         start = {k: v for k, v in p_def.items() if k in START} \
             if p_def.get("t", 1) > 1 else dict(START, tb_wc=START["tb_wc"] if gpu else 64)
-        if grid == "full":
+        checks = []
+        if force_t:
+            tile = dict(START, tb_wc=START["tb_wc"] if gpu else 64)   # the GPU default's
+            checks = forced(st, m, iterations, reps, ref, tile, force_t, force_rings,
+                            t_single, cells, f"{case} {size}^2")
+            for rec in checks:
+                if "seconds" in rec:
+                    search.seen[key(rec["params"])] = {
+                        "params": rec["params"], "seconds": rec["seconds"],
+                        "bitwise": rec["bitwise"]}
+        elif grid == "full":
             full(search, start, FULL_GRID)
         else:
             staged(search, start, (QUICK_STAGES if args.quick else STAGES) if gpu
@@ -283,7 +337,7 @@ def main(argv=None) -> dict:
                "copy_GBs": copy_bw / 1e9, "copy_eq_GCS": copy_eq / 1e9,
                "single": {"seconds": t_single, "params": p_single},
                "default": {"seconds": t_def, "params": p_def, "bitwise": def_ok},
-               "points": list(search.seen.values()),
+               "points": list(search.seen.values()), "forced": checks,
                "skipped_after_deadline": time.perf_counter() > deadline}
         if best is not None:
             # the winner checked bit for bit at this size too
@@ -295,17 +349,19 @@ def main(argv=None) -> dict:
                         "best/single": t_single / tb,
                         "best point": "t{t} v{tb_vec} wc{tb_wc} r{tb_rows} wr{tb_wr} "
                                       "ring{tb_ring} u{tb_unroll} pre{tb_pre}".format(
-                                          **dict(START, **best["params"])),
-                        "bitwise": bool(best["bitwise"] and def_ok
-                                        and all(r.get("bitwise", True)
-                                                for r in search.seen.values()))})
+                                          **dict(START, **best["params"]))})
             rec["best"] = best
+        # every comparison of this case: default, all measured points, the best, the forced
+        row["bitwise"] = bool(def_ok and all(r.get("bitwise", True) for r in search.seen.values())
+                              and all(r.get("bitwise", True) for r in checks)
+                              and (best is None or best["bitwise"]))
         rows.append(row)
         details.append(rec)
         print(f"  {case} {size}^2: single {row['single GCS/s']:.1f} GCS/s "
               f"({row['single %copy']:.0f}% copy), best {row.get('best GCS/s', 0):.1f} GCS/s "
               f"({row.get('best %copy', 0):.0f}%) {row.get('best point', '-')}, "
-              f"{len(search.seen)} points, {time.perf_counter() - t_start:.0f} s", flush=True)
+              f"{len(search.seen)} points, bitwise {'PASS' if row['bitwise'] else 'FAIL'}, "
+              f"{time.perf_counter() - t_start:.0f} s", flush=True)
         del m
     cols = ["case", "size", "copy-eq GCS/s", "single GCS/s", "single %copy", "default GCS/s",
             "default %copy", "default/single", "best GCS/s", "best %copy", "best/single",
@@ -318,14 +374,18 @@ def main(argv=None) -> dict:
         print_table(border_rows, list(border_rows[0]),
                     title="Heat float32, one default step per border mode: time / nearest's "
                           "(the issue: every mode within 1.5x)")
+    failed = [f"{r['case']} {r['size']}^2" for r in rows if not r["bitwise"]]
     data = {"iterations": iterations, "sizes": sizes, "grid": grid, "reps": reps,
+            "bitwise_ok": not failed,
             "device_kind": dev.kind, "platform": dev.platform, "rows": rows, "cases": details,
             "borders": border_rows, "seconds": time.perf_counter() - t_start}
     path = write_json("temporal", dev.name, data,
                       directory=None if args.out is None else Path(args.out))
     print(f"results: {path} ({data['seconds']:.0f} s)")
+    print("bitwise: " + ("PASS (every temporal result equals the single steps)" if not failed
+                         else "FAIL in " + ", ".join(failed)))
     return data
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(0 if main()["bitwise_ok"] else 1)

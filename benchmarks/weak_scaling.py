@@ -4,8 +4,11 @@ Measure (every rank; rank 0 writes ``results/weak-scaling-<device>-n<P>.json``):
 
     mpiexec -n P python -m benchmarks.weak_scaling measure [--spec mpi:gpu] [--cols 4096]
 
-- ``allreduce``: a raw ``MPI_Allreduce`` of 8 bytes, and skelpy's ``Reduce`` of one float per
-  rank (Allgather of the partials, the fold on rank 0, its broadcast): median seconds;
+- ``allreduce``: a raw ``MPI_Allreduce`` and a raw ``MPI_Allgather`` of 8 bytes per rank, and
+  skelpy's ``Reduce`` (a sum) of one float per rank: each rank's fold kernel, the download of
+  its partial into its pinned status record, ONE ``Allgather`` of the records (status and
+  partial), the fold on every host (``skelpy/mpi/exchange.py``): median seconds of the whole
+  call, so the term is what a program pays per Reduce, not MPI's part of it;
 - ``halo``: one halo exchange between row neighbours (skelpy's exchange: device -> pinned host
   memory -> MPI -> pinned -> device, both neighbours at once) for rows of several widths, and
   its fit ``seconds = alpha + beta * bytes`` (bytes one rank sends per exchange);
@@ -27,7 +30,9 @@ needed; with no files, every ``results/weak-scaling-*.json``): each GPU holds n 
   ``T = max(C, X / k + C_border)``, not overlapped ``T = C + X / k``; k is chosen per P from
   (1, 2, 4, 8, 16) for the least T (the cost rule the tuner follows);
 - Allreduce: ``A(P) = a + b log2 P`` fitted to the measured P (a tree); from one P only,
-  b is MPI's own Allreduce per level (measured, or 2 us assumed) and a the rest;
+  b is MPI's own Allgather per level (measured; else its Allreduce; else 2 us assumed: the
+  collective skelpy's Reduce makes) and a the rest (a kernel, a download, the host's work);
+  the gathered records' P x 48 bytes (196 KB at 4096 ranks, ~8 us at 25 GB/s) are left out;
 - beyond ``--gpus-per-node`` ranks the network adds ``--net-latency`` to alpha and its
   bandwidth ``--net-gbs`` caps 1/beta (assumptions: InfiniBand NDR-like, 2 us, 25 GB/s).
 
@@ -100,11 +105,12 @@ def measure(args) -> dict | None:
         return comm.allreduce(seconds, op=MPI.MAX)
 
     # Allreduce: raw MPI, and skelpy's Reduce of one value per rank
-    x, y = np.ones(1), np.empty(1)
+    x, y, every = np.ones(1), np.empty(1), np.empty(P)
     raw = _median_time(lambda: comm.Allreduce(x, y), args.reps * 20, comm.Barrier)
+    raw_gather = _median_time(lambda: comm.Allgather(x, every), args.reps * 20, comm.Barrier)
     add = sk.Reduce(lambda a, b: a + b, identity=0)
     v = sk.Vector.from_local(np.ones(1, np.float32))
-    red = _median_time(lambda: add(v), args.reps * 4, comm.Barrier)
+    red = slowest(_median_time(lambda: add(v), args.reps * 20, comm.Barrier))
 
     # halo exchange between row neighbours, through skelpy's exchange
     halo = []
@@ -150,7 +156,8 @@ def measure(args) -> dict | None:
         return None
     doc = {"schema": SCHEMA, "device": mine.name, "device_kind": mine.kind, "ranks": P,
            "spec": args.spec, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "allreduce_mpi_s": raw, "allreduce_skelpy_s": red, "halo": halo,
+           "allreduce_mpi_s": raw, "allgather_mpi_s": raw_gather,
+           "allreduce_skelpy_s": red, "halo": halo,
            "alpha_s": fit[0] if fit else None, "beta_s_per_byte": fit[1] if fit else None,
            "cell_s": statistics.median(cells), "cell_s_per_rank": cells,
            "cell_size": [args.rows, args.cols], "iterations": args.iterations,
@@ -159,7 +166,8 @@ def measure(args) -> dict | None:
     out = args.out or RESULTS / f"weak-scaling-{device_slug(mine.name)}-n{P}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"P={P}: Allreduce {raw * 1e6:.1f} us (MPI), {red * 1e6:.1f} us (skelpy Reduce); "
+    print(f"P={P}: Allreduce {raw * 1e6:.1f} us, Allgather {raw_gather * 1e6:.1f} us (MPI), "
+          f"{red * 1e6:.1f} us (skelpy Reduce); "
           f"halo alpha {doc['alpha_s'] and doc['alpha_s'] * 1e6:.4} us, "
           f"cell {doc['cell_s'] * 1e12:.1f} ps; wrote {out}")
     return doc
@@ -194,9 +202,10 @@ class Terms:
         if not multi:
             self.ar = (0.0, 0.0)
         elif len(set(xs)) < 2:
-            # one P: the log term is MPI's own Allreduce per tree level (measured, or
-            # assumed ASSUMED_LEVEL_S), the rest a constant (device round trips, the fold)
-            raw = multi[0].get("allreduce_mpi_s")
+            # one P: the log term is MPI's own collective per tree level (the Allgather
+            # skelpy's Reduce makes; older files: the Allreduce; or ASSUMED_LEVEL_S), the
+            # rest a constant (the kernel, the download, the host's fold)
+            raw = multi[0].get("allgather_mpi_s", multi[0].get("allreduce_mpi_s"))
             b = raw / xs[0] if raw is not None else ASSUMED_LEVEL_S
             self.ar = (max(ys[0] - b * xs[0], 0.0), b)
         else:

@@ -508,9 +508,13 @@ class Runtime:
                     if last[i] != key:
                         kernel.set_arg(i, a)
                         last[i] = key
+                elif isinstance(a, cl.LocalMemory):
+                    local += a.size
+                    key = ("local", a.size)
+                    if last[i] != key:
+                        kernel.set_arg(i, a)
+                        last[i] = key
                 else:
-                    if isinstance(a, cl.LocalMemory):
-                        local += a.size
                     last[i] = None
                     kernel.set_arg(i, a)
         except BaseException:

@@ -90,6 +90,12 @@ def test_one_measured_P_splits_the_allreduce_into_a_constant_and_mpi_levels(tmp_
         _doc(4, ar=(100e-6, 0.0), raw=6e-6)))
     (t,) = ws.load_terms([], tmp_path)
     assert t.ar == pytest.approx((94e-6, 3e-6))
+    # a newer file also has the raw Allgather, the collective skelpy's Reduce makes: its
+    # levels are MPI's part then
+    doc = dict(_doc(4, ar=(100e-6, 0.0), raw=6e-6), allgather_mpi_s=8e-6)
+    (tmp_path / "weak-scaling-x-n4.json").write_text(json.dumps(doc))
+    (t,) = ws.load_terms([], tmp_path)
+    assert t.ar == pytest.approx((92e-6, 4e-6))
 
 
 def test_results_section_and_chart(measured):

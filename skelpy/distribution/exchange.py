@@ -14,7 +14,11 @@ move and call an :class:`Exchange`:
 ``exscan(values, scan)``   for each device, the fold of the values of the devices before it
 
 In the small collectives a device with nothing to contribute (no rows) passes no value: the
-others' values are folded, in rank order.
+others' values are folded, in rank order. ``allreduce`` and ``exscan`` take a
+:class:`~.host_fold.HostFold` where the muscle folds on the host bit for bit as on a device (a
+sum or product): then each device's value makes one small download into a pinned host buffer
+kept for the purpose, and the fold runs where the values arrive, with no kernel and no second
+trip (per call: one wait in one process; one collective under MPI).
 
 Ranks are the positions of the devices in the group. :class:`InProcessExchange` drives every rank
 of a group in this process: device -> pinned host memory (``CL_MEM_ALLOC_HOST_PTR``, mapped
@@ -35,7 +39,10 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-__all__ = ["Span", "Move", "Moved", "Piece", "Exchange", "InProcessExchange", "exchange_of"]
+from .host_fold import HostFold
+
+__all__ = ["Span", "Move", "Moved", "Piece", "Exchange", "InProcessExchange", "exchange_of",
+           "value_buffer"]
 
 
 @dataclass(frozen=True)
@@ -122,17 +129,23 @@ class Exchange:
         raise NotImplementedError
 
     def allreduce(self, values: Mapping[int, Span], nbytes: int,
-                  fold: Callable[[Any, Any, int], Any]) -> np.ndarray:
+                  fold: Callable[[Any, Any, int], Any], *, host: HostFold | None = None,
+                  closes_call: bool = False) -> np.ndarray:
         """Fold the ranks' values in rank order: ``fold(runtime, buffer, count)`` folds
         ``count`` gathered values on a device and returns a buffer of one value; returns its
-        bytes on the host (every process gets them)."""
+        bytes on the host (every process gets them). With ``host`` the values are folded on
+        the host instead (the same bits, see :mod:`.host_fold`). ``closes_call``: the caller
+        does nothing after this that could fail on one rank only, so that (under MPI) this
+        collective also closes the skeleton call (:meth:`call`)."""
         raise NotImplementedError
 
     def exscan(self, values: Mapping[int, Span], nbytes: int,
-               scan: Callable[[Any, Any, int], Any]) -> dict[int, Span]:
+               scan: Callable[[Any, Any, int], Any], *,
+               host: HostFold | None = None) -> dict[int, Span]:
         """For each local rank r with a value, where the fold of the values of the ranks
         before it lies on its device: ``scan(runtime, buffer, count)`` scans ``count``
-        gathered values exclusively on a device and returns the buffer of the results."""
+        gathered values exclusively on a device and returns the buffer of the results; with
+        ``host`` the scan runs on the host and each device gets its one value."""
         raise NotImplementedError
 
     def finish(self) -> None:
@@ -192,6 +205,7 @@ class InProcessExchange(Exchange):
         # (events, objects) that must live until the events complete (pyopencl waits for a
         # pending host copy when its event is collected: keep them until they are done)
         self._pending: list[tuple[list, tuple]] = []
+        self._small: _Pinned | None = None    # the small collectives' values, kept for reuse
         self.stats = {"moves": 0, "bytes": 0}
 
     # -- pinned staging ----------------------------------------------------------------------
@@ -348,23 +362,52 @@ class InProcessExchange(Exchange):
         self.allgather(values, nbytes, out)
         return out
 
+    def _download_values(self, values, nbytes: int) -> tuple[list[int], np.ndarray]:
+        """The ranks with a value and their values' bytes, back to back in rank order: one
+        small download per device into the pinned buffer kept for small values, one wait."""
+        ranks = sorted(values)
+        need = len(ranks) * nbytes
+        if self._small is None or self._small.nbytes < need:
+            self._small = _Pinned(self.group.context, self.copy_queues[0], max(4096, need))
+        host = self._small.host
+        events = []
+        for k, r in enumerate(ranks):
+            rt, span = self.runtimes[r], values[r]
+            rt.stats.downloads += 1
+            rt.stats.download_bytes += nbytes
+            events.append(cl.enqueue_copy(rt.queue, host[k * nbytes:(k + 1) * nbytes],
+                                          span.buffer, src_offset=span.offset,
+                                          is_blocking=False))
+        if events:
+            cl.wait_for_events(events)
+        return ranks, host[:need]
+
     def allgather(self, values, nbytes, out):
         moves = [Move(values[s], Span(r, out[r], k * nbytes), nbytes)
                  for r in out for k, s in enumerate(sorted(values))]
         self.move(moves)
 
-    def allreduce(self, values, nbytes, fold):
+    def allreduce(self, values, nbytes, fold, *, host=None, closes_call=False):
+        if host is not None:
+            ranks, data = self._download_values(values, nbytes)
+            return host.fold(data, len(ranks))
         # one process drives every rank: the fold runs once, on the first device with a value
         root = min(values)
         gathered = self._gather(values, nbytes, [root])[root]
         rt = self.runtimes[root]
         result = fold(rt, gathered, len(values))
-        host = np.empty(nbytes, np.uint8)
-        rt.download(host, result)
-        return host
+        out = np.empty(nbytes, np.uint8)
+        rt.download(out, result)
+        return out
 
-    def exscan(self, values, nbytes, scan):
+    def exscan(self, values, nbytes, scan, *, host=None):
         ranks = sorted(values)
+        if host is not None:
+            _ranks, data = self._download_values(values, nbytes)
+            carries = host.exclusive(data, len(ranks))
+            return {r: Span(r, value_buffer(self.runtimes[r],
+                                            carries[k * nbytes:(k + 1) * nbytes]))
+                    for k, r in enumerate(ranks)}
         gathered = self._gather(values, nbytes, ranks)
         return {r: Span(r, scan(self.runtimes[r], gathered[r], len(ranks)), k * nbytes)
                 for k, r in enumerate(ranks)}
@@ -375,6 +418,14 @@ class InProcessExchange(Exchange):
         for q in self.copy_queues:
             q.finish()
         self._pending.clear()
+
+
+def value_buffer(rt, value: np.ndarray):
+    """A device buffer on ``rt`` holding ``value`` (the bytes of one small value), written
+    by a fill on the device's queue: nothing on the host must outlive the call."""
+    buf = rt.allocate(value.nbytes)
+    cl.enqueue_fill_buffer(rt.queue, buf, np.array(value, np.uint8), 0, value.nbytes)
+    return buf
 
 
 def exchange_of(group) -> Exchange:

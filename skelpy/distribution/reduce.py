@@ -1,9 +1,11 @@
 """Reduce and MapReduce on a device group.
 
 All elements: each device folds its block (the same kernel as on one device, tuned for that
-device and size) and leaves one partial value; the exchange gathers the partials through pinned
-host memory and folds them in device order, on a device, with the same muscle (so the result
-does not depend on timing, and an OpenCL C muscle folds exactly as on the device). ``axis=1``
+device and size) and leaves one partial value; the exchange folds the partials in device
+order with the same muscle, so the result does not depend on timing: a sum or product on the
+host as they arrive (one small download per device into pinned memory; the device's bits,
+see ``host_fold.py``), any other muscle on a device (so that an OpenCL C muscle folds exactly
+as on the device). ``axis=1``
 of a row-block Matrix: each device folds its own rows, no exchange, a block-distributed Vector.
 ``axis=0``: each device folds its rows' columns into a partial row; the partial rows meet on
 the first device, which folds them in order (the result has the single distribution).
@@ -54,9 +56,10 @@ def run(skel, inputs, extras, params):
     st = storage_dtype(acc)
     values = {r: Span(r, res.device_buffer(group.runtimes[r])) for r, res in results.items()}
     ex = exchange_of(group)
-    if axis is None:
+    if axis is None:        # the last thing this call does: under MPI it closes the call
         host = ex.allreduce(values, st.itemsize,
-                            lambda rt, buf, count: skel.fold_on(rt, buf, count, acc))
+                            lambda rt, buf, count: skel.fold_on(rt, buf, count, acc),
+                            host=skel.host_fold(acc), closes_call=True)
         return _scalar(host, acc)
     # axis 0: the partial rows meet on the first device with one, in rank order
     cols = shape[1]

@@ -1,12 +1,14 @@
 """Scan on a device group.
 
 Each device folds its block to a total (the same fold kernel as Reduce), the exchange gives
-every device the totals of the devices before it (an exclusive scan of the per-device totals,
-computed on each device with the scan's own muscle), and each device scans its block from that
-carry-in (``SKP_CARRY_IN`` in ``kernels/scan.cl``): a block is read twice and written once, and
-no device waits for another's whole scan. (SkelCL's scan-then-add-offsets would read and write
-every block after the first twice, and the last device could only start adding once the
-first had finished.) The result is block-distributed; a Matrix is scanned in row-major order.
+every device the fold of the totals of the devices before it (an exclusive scan of the
+per-device totals with the scan's own muscle: for a sum or product on the host, where the
+totals arrive by one small download each, the device's bits; otherwise on each device), and
+each device scans its block from that carry-in (``SKP_CARRY_IN`` in ``kernels/scan.cl``): a
+block is read twice and written once, and no device waits for another's whole scan. (SkelCL's
+scan-then-add-offsets would read and write every block after the first twice, and the last
+device could only start adding once the first had finished.) The result is block-distributed;
+a Matrix is scanned in row-major order.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def run(skel, c, params):
             total = skel.total_on(p.rt, views[p.rank])
             totals[p.rank] = Span(p.rank, total.device_buffer(p.rt))
     carries = exchange_of(group).exscan(
-        totals, item, lambda rt, buf, count: skel.scan_values_on(rt, buf, count, acc))
+        totals, item, lambda rt, buf, count: skel.scan_values_on(rt, buf, count, acc),
+        host=skel.host_fold(acc))
     out, launches = [], []
     for p in parts.parts:
         part = Part(p.rank, p.rt, p.lo, p.hi)

@@ -4,6 +4,12 @@ object, the job, this drives: its row plan, exchange and launch records)."""
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+import pyopencl as cl
+
 from .. import tuner
 from ..containers import Overlap
 from ..errors import ParameterError
@@ -14,6 +20,76 @@ from .stencil_repeats import Repeats
 from .stencil_rows import RowPlan
 
 __all__ = ["Temporal"]
+
+# A pass's kernel, geometry and argument tail, kept across calls per temporal plan: a loop of
+# calls on a group repeats the same passes (device, steps, rows, region, point), and planning
+# one (geometry, options, argument list) cost ~25 us of host time per launch, which at 4096^2
+# on 2 x H200 (a pass ~80 us per device) left the queues waiting for the host.
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+PREPARED_KEPT = 1024
+
+
+# A device's part is a fraction of the matrix the tuner's data describes, and a pass whose
+# streams are too few leaves a GPU idle: on an H200, heat 2048 x 4096 (half of 4096^2) ran a
+# pass in 105 us with 128 rows per stream (512 work-groups), 78 us with 32 (2048); 8192 x
+# 16384 was best at 128 (8192 work-groups) and lost with 64 or 256. So where the point is the
+# model's or the default (not measured, not forced), rows per stream are lowered until the
+# pass has about 60 work-groups of 128 items per compute unit, or to the fewest rows.
+MIN_ITEMS_PER_CU = 60 * 128
+_FLOORED: dict = {}
+
+
+def _occupancy_floor(tplan, space, point: dict, source: str, rows: int, cols: int,
+                     dev) -> dict:
+    if dev.kind != "gpu" or "tb_rows" not in point:
+        return point
+    key = (tplan.kernel_key, dev.name, rows, cols, tuple(sorted(point.items())))
+    if source == "cache":                # the model's earlier decision, floored then
+        return dict(_FLOORED.get(key, point))
+    if source not in ("model", "default", "off"):
+        return point
+    want = MIN_ITEMS_PER_CU * max(dev.compute_units, 1)
+    values = next((p.values for p in space.params if p.name == "tb_rows"), ())
+    options = sorted((int(r) for r in values if int(r) <= int(point["tb_rows"])), reverse=True)
+    best = point
+    for r in options:
+        if not space.is_legal(dict(point, tb_rows=r)):
+            continue
+        best = dict(point, tb_rows=r)
+        gsize = tplan.geometry(best, rows, cols).global_size
+        if gsize[0] * gsize[1] >= want:
+            break
+    if len(_FLOORED) > 4096:
+        _FLOORED.clear()
+    _FLOORED[key] = best
+    return dict(best)
+
+
+def _chunk(tplan, point: dict, rows: int, cols: int, dev) -> int:
+    """Rows per stream of one pass over ``rows`` output rows (a run-time argument, not a
+    build option): about the point's, as many streams as ``rows / tb_rows`` rounds to (a
+    part's few halo rows beyond a multiple do not add a stream that runs alone: 8236 rows at
+    128 run 64 streams of 129, not 65), and on a GPU at least enough streams for
+    ``MIN_ITEMS_PER_CU`` where the pass is short (at most 4 streams' rows: the rows computed
+    before an exchange, a halo deep, ran ~10x longer than their share at 128 rows per
+    stream), down to 8 rows per stream."""
+    tb_rows = int(point["tb_rows"])
+    if rows <= 0:
+        return tb_rows
+    streams = max(1, round(rows / tb_rows))
+    if dev.kind == "gpu" and rows <= 4 * tb_rows:
+        g = tplan.geometry(point, tb_rows, cols)     # one stream per row of work-groups
+        per_row = g.global_size[0] * g.global_size[1]
+        want = -(-MIN_ITEMS_PER_CU * max(dev.compute_units, 1) // max(per_row, 1))
+        streams = max(streams, min(want, -(-rows // 8)))
+    return -(-rows // streams)
+
+
+def _arg_key(a) -> object:
+    if isinstance(a, np.generic):
+        return (a.dtype.str, a.tobytes())
+    ptr = getattr(a, "int_ptr", None)
+    return ("mem", ptr) if ptr is not None else ("obj", id(a))
 
 
 class Temporal:
@@ -49,9 +125,12 @@ class Temporal:
                          "iterations": float(job.iterations)},
                 forced=dict(passes) if passes else None)
             try:
-                point, _source = tuner.choose_params(req)
+                point, source = tuner.choose_params(req)
             except ParameterError as exc:
                 raise ParameterError(f"{skel.origin}: {exc}") from None
+            if not passes:
+                point = _occupancy_floor(tplan, space, point, source, hi - lo, job.cols,
+                                         rt.device)
             if points:                         # every device passes the same t steps
                 first = next(iter(points.values()))
                 point = space.normalise({"t": first["t"]}, base=point)
@@ -134,6 +213,17 @@ class Temporal:
             job.rp, job.local_ghosts = self.rp, True
             bufs = [allocate(group, inp.dist, inp.shape, inp.dtype) for _ in range(2)]
             self.extra_args = job.extras(self.rp)
+        by_runtime = _PREPARED.setdefault(self.tplan, weakref.WeakKeyDictionary())
+        # (a pass reading a buffer of the caller's is prepared for this call only: the cache
+        # would keep the buffer alive)
+        self._prepared = {r: OrderedDict() if any(isinstance(a, cl.MemoryObjectHolder)
+                                                  for a in self.extra_args[r])
+                          else by_runtime.setdefault(group.runtimes[r], OrderedDict())
+                          for r in self.points}
+        self._call_keys = {r: (r, job.rows, job.cols, job.mode, self.h, tuple(job.ranges),
+                               tuple(sorted(self.points[r].items())),
+                               tuple(_arg_key(a) for a in self.extra_args[r]))
+                           for r in self.points}
         key = ("wrap", job.skel.cval) if job.mode == "wrap" else None
         if not inp.halo_valid or (key is not None and inp.ghosts != key):
             job.exchange(inp)
@@ -182,12 +272,17 @@ class Temporal:
         job, h = self.job, self.h
         split = more and job.overlap and h > 0
         after, interiors = {}, []
+        sends = self._sends() if split else {}
         for r in self.rp.active:
             lo, hi = job.ranges[r]
-            if split and hi - lo > 2 * h:
-                after[r] = [self._pass(r, cur, dst, kk, lo, lo + h),
-                            self._pass(r, cur, dst, kk, hi - h, hi)]
-                interiors.append((r, lo + h, hi - h))
+            top, bottom = sends.get(r, (True, True))
+            if split and hi - lo > 2 * h and (top or bottom):
+                # the rows the neighbours need first (only the edges this device sends:
+                # on 2 devices without wrap, one per device), the rest behind the copies
+                a, b = (lo + h if top else lo), (hi - h if bottom else hi)
+                after[r] = ([self._pass(r, cur, dst, kk, lo, a)] if top else []) \
+                    + ([self._pass(r, cur, dst, kk, b, hi)] if bottom else [])
+                interiors.append((r, a, b))
             else:
                 after[r] = [self._pass(r, cur, dst, kk, lo, hi)]
         if not more:
@@ -200,6 +295,25 @@ class Temporal:
         job.exchange_behind(moves, after,
                             lambda: [self._pass(r, cur, dst, kk, a, b)
                                      for r, a, b in interiors])
+
+    def _sends(self) -> dict[int, tuple[bool, bool]]:
+        """Per device: whether its first h rows, and its last h rows, go to another device
+        in an exchange (the rows a round computes before its copies start)."""
+        found = self.__dict__.get("_sends_memo")
+        if found is not None:
+            return found
+        out = {}
+        for r in self.rp.active:
+            lo, hi = self.job.ranges[r]
+            top = bottom = False
+            for t in self.rp.halo_transfers(False):
+                if t.src != r:
+                    continue
+                top |= t.src_row < lo + self.h and t.src_row + t.count > lo
+                bottom |= t.src_row < hi and t.src_row + t.count > hi - self.h
+            out[r] = (top, bottom)
+        self._sends_memo = out
+        return out
 
     def _pass(self, rank: int, cur: Parts, dst: Parts, kk: int, a: int, b: int):
         """A pass of kk steps on device ``rank`` outputting rows [a, b) (matrix rows)."""
@@ -215,11 +329,19 @@ class Temporal:
             ra, rb = self.region(rank)
             point = dict(self.points[rank], t=kk)
             window = (a - ra, b - ra, (ra - part.first) * job.cols)
-            kernel, geo, args = self.tplan.pass_launch(rt, point, out, src, rb - ra, job.cols,
+            shaped = dict(point, tb_rows=_chunk(self.tplan, point, b - a, job.cols, rt.device))
+            kernel, geo, args = self.tplan.pass_launch(rt, shaped, out, src, rb - ra, job.cols,
                                                        self.extra_args[rank], window=window)
             return kernel, geo, args[2:], point
 
-        kernel, geo, tail, point = rep.memo(("pass", rank, kk, a, b), prepare)
+        cache = self._prepared[rank]
+        key = (self._call_keys[rank], kk, a, b, part.first)
+        prepared = cache.get(key)
+        if prepared is None:
+            prepared = cache[key] = prepare()
+            while len(cache) > PREPARED_KEPT:
+                cache.popitem(last=False)
+        kernel, geo, tail, point = prepared
         own, args = rep.entry(rank, kernel, src, out, lambda: [out, src, *tail])
         args[2:] = tail
         return rep.launch(rt, rank, own, geo.global_size, geo.local_size, args, point)

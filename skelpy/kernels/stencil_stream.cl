@@ -201,12 +201,20 @@ inline int skp_tb_below(const int d, const int mode)
 #define SKP_TB_BACK(sl, age, k) \
     ((sl) - (age) < 0 ? (sl) - (age) + SKP_TB_P(k) : (sl) - (age))
 
+/* `lds` is NOT restrict: the rings are written by one work-item and read by its neighbours, and
+ * `restrict` promises the compiler that nothing else writes what this work-item reads through
+ * it, so a barrier (a call not passed the pointer) cannot change it and reads may move across
+ * it.  On PoCL with the walk unrolled as GPUs build it, windows then held neighbour columns from
+ * before the barrier (Game of Life with wrap, a Gaussian with reflect), the likely cause of the
+ * H200's Game of Life passes differing from single steps.  oclgrind cannot see it: skelpy
+ * builds there with -Drestrict= (runtime.py).  `in` and `out` may be restrict: no work-item
+ * writes what another reads. */
 __kernel __attribute__((reqd_work_group_size(SKP_TB_WC, SKP_TB_WR, 1)))
 void skelpy_stencil_stream(__global SKP_ST* restrict out,
                            __global const SKP_ST* restrict in,
                            const int rows, const int cols,
                            const int chunk, const int wout,
-                           __local SKP_ST* restrict lds
+                           __local SKP_ST* lds
                            SKP_TB_WINDOW_DECL
                            SKP_TB_EXTRA_DECL)
 {
@@ -278,9 +286,10 @@ void skelpy_stencil_stream(__global SKP_ST* restrict out,
         SKP_TB_LOAD(pre[d], base + d)
 
     /* Unrolled, the walk runs whole rounds of SKP_TB_U steps: the steps past nsteps load
-     * rows in bounds and store nothing (their rows lie past the chunk).  (An early exit from
-     * the round made PoCL miscompile the barrier; so does unrolling the round: PoCL runs it
-     * as a loop, SKP_TB_KEEP_LOOP 1, where the register indices are run-time values.) */
+     * rows in bounds and store nothing (their rows lie past the chunk).  PoCL keeps the round
+     * a loop (SKP_TB_KEEP_LOOP 1, the register indices then run-time values): unrolled, its
+     * builds took 3-15x longer and its passes ran 2-4x slower.  (What looked like PoCL
+     * miscompiling the unrolled barriers was `lds` declared restrict: see above the kernel.) */
     for (int i0 = 0; i0 < nsteps; i0 += SKP_TB_U)
 #if SKP_TB_KEEP_LOOP
 #pragma unroll 1

@@ -7,9 +7,13 @@ CUDA-aware MPI cannot see OpenCL buffers). A move with ``overlap`` returns at on
 downloads wait on the device for the kernels that compute the rows, a progress thread sends
 them when they are down and waits for the receives, and the uploads wait on an OpenCL user
 event that the thread completes, so the interior kernels enqueued after the move run while
-the rows travel. Small collectives gather the per-rank values (``Allgather``) and fold or scan
-them on a device in rank order with the skeleton's own muscle (deterministic; a fold runs on
-rank 0 and its bytes are broadcast, so every rank gets the same value).
+the rows travel. Small collectives gather the per-rank values (one ``Allgather``: a value of up
+to 16 bytes rides in the status record below, downloaded straight into it, pinned) and fold or
+scan them in rank order with the skeleton's own muscle (deterministic): a sum or product on the
+host of every rank (the same bytes and code give every rank the same bits), any other muscle
+on rank 0's device, its value shared by a second status collective (so that every rank gets the
+same value whatever its device). A group's Reduce is then one collective per call, its Scan two
+(the second closes the call: a scan kernel may fail on one rank).
 
 Failures: a skeleton call on the group is a :meth:`call`; an exception inside it on one rank
 is announced in the status collective that starts every exchange operation (and ends every
@@ -26,11 +30,14 @@ import numpy as np
 import pyopencl as cl
 
 from .. import errors
-from ..distribution.exchange import Exchange, Moved, Span
+from ..distribution.exchange import Exchange, Moved, Span, value_buffer
 
 __all__ = ["MPIExchange"]
 
 EXCHANGE, HOST_WRITE = 0, 1    # what a rank does at a collective (see MPIExchange.check)
+STATUS = 4                       # int64 words of a rank's status: failed, op, token, has a value
+VALUE_BYTES = 16                 # a small value riding in the same record (accumulators: <= 8)
+RECORD = STATUS + VALUE_BYTES // 8
 CHUNK = 1 << 30                  # bytes per MPI message (MPI counts are C ints)
 TAGS = 32768                     # MPI promises tags below 32768
 
@@ -84,20 +91,31 @@ class MPIExchange(Exchange):
         self._jobs: list = []
         self._worker_error: BaseException | None = None
         self.depth = 0                    # nesting of call(): containers built inside are local
+        self._record: _Pinned | None = None   # this rank's status record, pinned (see check)
+        self.collectives = 0              # status collectives so far
+        self._closed_at = -1              # the one that closed the current call, if any
         self.stats = {"moves": 0, "bytes": 0, "messages": 0}
 
     # -- failures ------------------------------------------------------------------------------
     def check(self, failure: BaseException | None = None, *, op: int = EXCHANGE,
-              token: int = 0, what: str = "") -> None:
+              token: int = 0, what: str = "", has_value: bool = False) -> np.ndarray:
         """Collective: every rank says whether it failed and what it is doing (``op``, with a
         ``token``: a digest of a host write). If any failed, every rank but the first that
         failed raises that rank's exception (the first returns, to raise its own). If the
         ranks are not doing the same (a host write on some ranks only, or different ones),
-        every rank raises the same :class:`~skelpy.errors.CollectiveError`."""
+        every rank raises the same :class:`~skelpy.errors.CollectiveError`.
+
+        Every rank's record is the same size whatever it does, so a rank that failed can meet
+        the others in any status collective. ``has_value``: this rank's small value is in its
+        record's value bytes (:meth:`_value_bytes`); returns every rank's record, rank order
+        (:meth:`_gathered` reads the values)."""
         if failure is None and self._worker_error is not None:
             failure, self._worker_error = self._worker_error, None
-        every = np.zeros((self.size, 3), np.int64)
-        self.comm.Allgather(np.array([failure is not None, op, token], np.int64), every)
+        mine = self._mine()
+        mine[:STATUS] = (failure is not None, op, token, has_value and failure is None)
+        every = np.empty((self.size, RECORD), np.int64)
+        self.comm.Allgather(mine, every)
+        self.collectives += 1
         flags = every[:, 0]
         if flags.any():
             first = int(np.flatnonzero(flags)[0])
@@ -105,12 +123,31 @@ class MPIExchange(Exchange):
                                    root=first)
             if self.rank != first:
                 raise _rebuild(info)
-            return
-        if (every[:, 1:] != every[0, 1:]).any():
+            return every
+        if (every[:, 1:3] != every[0, 1:3]).any():
             whats = self.comm.allgather(what)
-            exc = errors.CollectiveError(_mismatch(every, whats))
+            exc = errors.CollectiveError(_mismatch(every[:, :3], whats))
             exc._skelpy_shared = True
             raise exc
+        return every
+
+    def _mine(self) -> np.ndarray:
+        """This rank's status record (int64 words), in pinned memory kept for it."""
+        if self._record is None:
+            self._record = _Pinned(self.rt.context, self.copy_queue, 4096)
+        return self._record.host[:RECORD * 8].view(np.int64)
+
+    def _value_bytes(self, nbytes: int) -> np.ndarray:
+        """Where this rank's small value goes in its record (a value is downloaded there)."""
+        return self._mine().view(np.uint8)[STATUS * 8:STATUS * 8 + nbytes]
+
+    @staticmethod
+    def _gathered(every: np.ndarray, nbytes: int) -> tuple[list[int], np.ndarray]:
+        """The ranks whose records carry a value, and those values' bytes back to back."""
+        ranks = [r for r in range(every.shape[0]) if every[r, 3]]
+        values = every.view(np.uint8).reshape(every.shape[0], -1)[ranks,
+                                                                   STATUS * 8:STATUS * 8 + nbytes]
+        return ranks, np.ascontiguousarray(values).reshape(-1)
 
     @contextmanager
     def call(self):
@@ -123,7 +160,7 @@ class MPIExchange(Exchange):
                 self.check(exc)
             raise
         else:
-            if self.depth == 1:
+            if self.depth == 1 and self._closed_at != self.collectives:
                 self.check()
         finally:
             self.depth -= 1
@@ -323,14 +360,21 @@ class MPIExchange(Exchange):
 
     # -- small collectives ---------------------------------------------------------------------
     def _gather_values(self, values, nbytes: int) -> tuple[list[int], np.ndarray]:
-        """The ranks with a value (rank order) and their values, back to back, on the host."""
-        self.check()
-        mine = np.zeros(nbytes + 1, np.uint8)
+        """The ranks with a value (rank order) and their values, back to back, on the host:
+        this rank's value downloaded into its pinned status record, one status collective
+        (two, with a second Allgather, for a value over VALUE_BYTES)."""
         span = values.get(self.rank)
+        small = nbytes <= VALUE_BYTES
+        mine = self._value_bytes(nbytes) if small else np.zeros(nbytes + 1, np.uint8)
         if span is not None:
-            cl.enqueue_copy(self.rt.queue, mine[1:], span.buffer, src_offset=span.offset,
-                            is_blocking=True)
-            mine[0] = 1
+            self.rt.stats.downloads += 1
+            self.rt.stats.download_bytes += nbytes
+            cl.enqueue_copy(self.rt.queue, mine if small else mine[1:], span.buffer,
+                            src_offset=span.offset, is_blocking=True)
+        if small:
+            return self._gathered(self.check(has_value=span is not None), nbytes)
+        self.check()
+        mine[0] = span is not None
         every = np.empty((self.size, nbytes + 1), np.uint8)
         self.comm.Allgather(mine, every)
         ranks = [r for r in range(self.size) if every[r, 0]]
@@ -348,22 +392,35 @@ class MPIExchange(Exchange):
         if dst is not None and data.nbytes:
             cl.enqueue_copy(self.rt.queue, dst, data, is_blocking=True)
 
-    def allreduce(self, values, nbytes, fold):
+    def allreduce(self, values, nbytes, fold, *, host=None, closes_call=False):
         ranks, data = self._gather_values(values, nbytes)
-        host = np.zeros(nbytes, np.uint8)
-        if self.rank == 0:                 # folded once, so that every rank gets one value
-            result = fold(self.rt, self._on_device(data), len(ranks))
-            self.rt.download(host, result)
-        self.check()
-        self.comm.Bcast([host, self.MPI.BYTE], root=0)
-        return host
+        if host is not None:               # every rank folds the same bytes the same way
+            out = host.fold(data, len(ranks))
+        else:                              # folded once, on rank 0, its value shared: every
+            out = np.zeros(nbytes, np.uint8)   # rank gets the same, whatever its device
+            if self.rank == 0:             # (a failure here reaches the others in the check)
+                self.rt.download(out, fold(self.rt, self._on_device(data), len(ranks)))
+            if nbytes <= VALUE_BYTES:
+                if self.rank == 0:
+                    self._value_bytes(nbytes)[:] = out
+                out = self._gathered(self.check(has_value=self.rank == 0), nbytes)[1].copy()
+            else:
+                self.check()
+                self.comm.Bcast([out, self.MPI.BYTE], root=0)
+        if closes_call and self.depth == 1:
+            self._closed_at = self.collectives   # its last collective closes the call
+        return out
 
-    def exscan(self, values, nbytes, scan):
+    def exscan(self, values, nbytes, scan, *, host=None):
         ranks, data = self._gather_values(values, nbytes)
         if self.rank not in ranks:
             return {}
+        k = ranks.index(self.rank)
+        if host is not None:
+            carry = host.exclusive(data, len(ranks))[k * nbytes:(k + 1) * nbytes]
+            return {self.rank: Span(self.rank, value_buffer(self.rt, carry))}
         res = scan(self.rt, self._on_device(data), len(ranks))
-        return {self.rank: Span(self.rank, res, ranks.index(self.rank) * nbytes)}
+        return {self.rank: Span(self.rank, res, k * nbytes)}
 
     def finish(self):
         for f in self._jobs:

@@ -49,6 +49,7 @@ import pyopencl as cl
 from .. import runtime as _rt
 from ..containers import Container, IndexSpace, Matrix, Vector, array_backend, empty_like_shape
 from ..distribution import reduce as distributed_reduce
+from ..distribution.host_fold import HostFold
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
 from ..errors import DTypeError, ShapeError
 from ..muscle import Muscle
@@ -64,7 +65,7 @@ from .arguments import (
 from .base import Skeleton, check_same_shape, checked_signature
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import as_scalar, check_identity, identity_value
-from .fold_muscle import dtype_argument, fold_dtype, muscle_is_commutative
+from .fold_muscle import arithmetic_kind, dtype_argument, fold_dtype, muscle_is_commutative
 from .kernel_source import SourceBuilder
 from .plan import feature_dict
 from .reduce_plan import PAIRWISE_LEAF, PAIRWISE_LEAVES, ReducePlan
@@ -170,6 +171,15 @@ class _Reduction(Skeleton):
             part = Matrix.from_device(buffer, (count, cols), acc, rt)
         out = folds[key].reduce_on(rt, [part], [])
         return out.device_buffer(rt)
+
+    def host_fold(self, acc: np.dtype) -> HostFold | None:
+        """How a device group folds its devices' partials on the host (a sum or product: the
+        device's bits, see ``distribution/host_fold.py``); None: on a device (fold_on)."""
+        folds = self.__dict__.setdefault("_host_folds", {})
+        if acc not in folds:
+            folds[acc] = HostFold.of(arithmetic_kind(self._reduce_fn), acc, storage_dtype(acc),
+                                     identity_value(self.identity, acc, self.origin))
+        return folds[acc]
 
     def _reduce(self, inputs: list, extras: list, params, rt=None):
         on_device = rt is not None

@@ -42,6 +42,7 @@ import pyopencl as cl
 from .. import runtime as _rt
 from ..containers import Container, Matrix, Vector, array_backend, empty_like_shape
 from ..distribution import scan as distributed_scan
+from ..distribution.host_fold import HostFold
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..muscle import Muscle
 from ..muscle.params import Scalar
@@ -211,7 +212,15 @@ class Scan(Skeleton):
         """Exclusive scan of ``count`` accumulator values in ``buffer`` on ``rt`` (the devices'
         totals): the device buffer of the results."""
         part = Vector.from_device(buffer, (count,), acc, rt)
-        return Scan(self._fn, self.identity, dtype=acc).scan_on(rt, part).device_buffer(rt)
+        scans = self.__dict__.setdefault("_total_scans", {})
+        if acc not in scans:            # one per accumulator: its plan and program are kept
+            scans[acc] = Scan(self._fn, self.identity, dtype=acc)
+        return scans[acc].scan_on(rt, part).device_buffer(rt)
+
+    def host_fold(self, acc: np.dtype) -> HostFold | None:
+        """How a device group scans its devices' totals on the host (a sum or product: the
+        device's bits, see ``distribution/host_fold.py``); None: on each device."""
+        return self._folds(acc).host_fold(acc)
 
     def _folds(self, acc):
         folds = self.__dict__.setdefault("_part_folds", {})

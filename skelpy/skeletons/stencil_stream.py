@@ -157,6 +157,10 @@ class StreamPlan:
     is mixed with other modes."""
 
     kernel_name = "skelpy_stencil_stream"
+    # PoCL runs the walk's round as a loop (SKP_TB_KEEP_LOOP): unrolled as on GPUs, a PoCL
+    # build took 3-15x longer and a pass ran 2-4x slower (heat, Gaussian 3x3, Game of Life at
+    # 512^2, t = 2..8).  Tests turn it off to run the GPUs' unrolled walk on the CPU.
+    pocl_keeps_loop: bool = True
 
     def __init__(self, stages: Sequence[Stage], dtype, extras: Sequence[Extra], *,
                  big: bool = False, out_dtype=None,
@@ -174,7 +178,6 @@ class StreamPlan:
         self.dtype = dtype
         self.extras = tuple(extras)
         self.n_stages = len(stages)
-        self.wraps = "wrap" in modes      # (a GPU does not stream these yet: stencil_temporal)
         self.itemsize = storage_dtype(dtype).itemsize
 
         typed, infos, calls = [], [], []
@@ -478,10 +481,8 @@ class StreamPlan:
     # -- running -----------------------------------------------------------------------------
     def kernel(self, rt: _rt.Runtime, point: Mapping, small: bool = False,
                extra: tuple[str, ...] = ()):
-        # PoCL miscompiles the unrolled walk (barriers in an unrolled loop; checked against
-        # oclgrind, which agrees with single steps)
-        opts = self.macros(point, small,
-                           "portable computing" in rt.device.platform.lower()) + extra
+        opts = self.macros(point, small, self.pocl_keeps_loop
+                           and "portable computing" in rt.device.platform.lower()) + extra
         kernels = self._kernels.setdefault(rt, {})
         k = kernels.get(opts)
         if k is None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
-
 from .. import runtime as _rt
 from .. import tuner
 from ..containers import Matrix, empty_like_shape
@@ -50,20 +48,11 @@ class TemporalPlan(StreamPlan):
             return sp
         dev = rt.device
         gpu = dev.kind == "gpu"
-        # On an H200 the passes of Game of Life (int32 and uint8, wrap) differed from single
-        # steps (bench_temporal's bitwise check) while heat (float32, nearest) and a Gaussian
-        # (float32, reflect) matched: until that is found, a GPU streams only float data with
-        # borders other than wrap on NVIDIA, and runs single steps otherwise.
-        nvidia = "nvidia" in str(getattr(dev, "platform", "")).lower()
-        trusted = not nvidia or (np.dtype(self.dtype).kind == "f" and not self.wraps)
-        if gpu and not trusted:
-            gpu = False
-        streams = trusted
 
         def legal(p) -> bool:
             if int(p["t"]) == 1:          # single steps: the tile parameters do not apply
                 return all(p[k] == v for k, v in _SINGLE.items())
-            return streams and self.legal(p, dev)
+            return self.legal(p, dev)
 
         default = dict(self.gpu_default(), t=4) if gpu else dict(_SINGLE)
         sp = ParamSpace(self.tile_params(rt, T_VALUES if gpu else (1,)), default, legal,

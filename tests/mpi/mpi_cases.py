@@ -223,6 +223,78 @@ def test_reduce_and_mapreduce(n):
     np.testing.assert_allclose(dot(sk.Vector(f), sk.Vector(f)), np.dot(f, f), rtol=1e-4)
 
 
+class _Counting:
+    """A communicator that records the collectives called on it."""
+
+    def __init__(self, comm):
+        self.comm, self.calls = comm, []
+
+    def __getattr__(self, name):
+        attr = getattr(self.comm, name)
+        if not callable(attr):
+            return attr
+
+        def counted(*args, **kwargs):
+            self.calls.append(name)
+            return attr(*args, **kwargs)
+        return counted
+
+
+def test_a_sum_costs_one_collective_per_call_any_other_fold_two():
+    """Reduce/MapReduce of a sum: one Allgather (the status of every rank and its partial,
+    folded on every host; it also closes the call). A max folds on rank 0's device and
+    shares the value in a second; Scan's second closes the call (its kernels follow)."""
+    ex = runtime.current().group.exchange
+    f = data((1009,), np.float32, seed=8)
+    x = sk.Vector(f)
+    add = lambda a, b: a + b  # noqa: E731
+    calls = {"sum": (1, sk.Reduce(add, identity=0), lambda r: r(x)),
+             "dot": (1, sk.MapReduce(lambda a, b: a * b, add, identity=0), lambda r: r(x, x)),
+             "max": (2, sk.Reduce(lambda a, b: max(a, b), identity=-np.inf), lambda r: r(x)),
+             "scan": (2, sk.Scan(add, identity=0, inclusive=True), lambda r: r(x))}
+    for name, (expected, skel, call) in calls.items():
+        first = call(skel)                 # built and tuned
+        counting = _Counting(ex.comm)
+        ex.comm = counting
+        try:
+            again = call(skel)
+        finally:
+            ex.comm = counting.comm
+        assert counting.calls == ["Allgather"] * expected, (name, counting.calls)
+        if name == "scan":
+            np.testing.assert_array_equal(again.to_numpy(), first.to_numpy())
+            np.testing.assert_allclose(again.to_numpy(), np.cumsum(f, dtype=np.float64),
+                                       rtol=1e-4, atol=1e-4)
+        else:
+            assert again.tobytes() == first.tobytes()
+            assert len(set(COMM.allgather(again.tobytes()))) == 1
+    assert calls["max"][1](x) == f.max()
+    np.testing.assert_allclose(calls["dot"][1](x, x), np.dot(f, f), rtol=1e-4)
+
+
+def test_a_failure_inside_a_reduction_on_one_rank_raises_on_every_rank():
+    x = sk.Vector(data((9,)))
+    y = np.ones(9 + (RANK == SIZE - 1), np.float32)      # the last rank passes a wrong length
+    dot = sk.MapReduce(lambda a, b: a * b, lambda a, b: a + b, identity=0, inputs=2)
+    with pytest.raises(sk.ShapeError) as info:
+        dot(x, y)
+    assert len(set(COMM.allgather(str(info.value)))) == 1
+    assert dot(x, np.ones(9, np.float32)) == pytest.approx(float(x.to_numpy().sum()), rel=1e-5)
+    # a failure in the last rank's own fold, after every input is in place: the others meet
+    # it in the collective that gathers the partials
+    add = sk.Reduce(lambda a, b: a + b, identity=0)
+
+    def broken(*_args, **_kwargs):
+        raise sk.DeviceError(f"rank {RANK}'s device failed")
+
+    add.reduce_on = broken if RANK == SIZE - 1 else add.reduce_on
+    with pytest.raises(sk.DeviceError) as info:
+        add(x)
+    assert set(COMM.allgather(str(info.value))) == {f"rank {SIZE - 1}'s device failed"}
+    del add.__dict__["reduce_on"]
+    assert add(x) == pytest.approx(float(x.to_numpy().sum()), rel=1e-5)
+
+
 @pytest.mark.parametrize("shape", SHAPES_2D + [(0, 3)])
 def test_reduce_axes(shape):
     a = data(shape, np.int64, seed=5)
@@ -322,3 +394,15 @@ def test_stencil_tuned_temporal_path_and_sequence():
     got = seq(sk.Matrix(a)).to_numpy()
     ref = alone(lambda: seq(sk.Matrix(a)).to_numpy())
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("route", ["queue", "copy"])
+@pytest.mark.parametrize("mode", ["wrap", "nearest"])
+def test_stencil_passes_both_exchange_routes(route, mode):
+    # "copy" is the GPUs' default route (copy queue, progress thread, uploads behind a user
+    # event), "queue" the CPUs'; both with passes of t steps and a k-deep halo
+    a = data((31, 9), seed=13)
+    step = sk.Stencil(heat, shape=1, border=mode)
+    out = step(sk.Matrix(a), iterations=10, params={"t": 2, "k": 4, "route": route})
+    ref = alone(lambda: step(sk.Matrix(a), iterations=10, params={"t": 1}).to_numpy())
+    np.testing.assert_array_equal(out.to_numpy(), ref)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyopencl as cl
 import pytest
 import scipy.ndimage as ndi
 
@@ -215,6 +216,50 @@ def test_scan(n, rng):
     assert (np.abs(inc(f).to_numpy() - exact) <= bound).all()
     m = rng.integers(0, 9, (7, 3)).astype(np.int16)
     np.testing.assert_array_equal(inc(m).to_numpy(), np.cumsum(m).reshape(7, 3))
+
+
+def test_reduce_dot_and_scan_cost_one_small_download_per_device(monkeypatch):
+    """A group's Reduce, MapReduce and Scan of a sum fold the devices' partials on the host:
+    per call one kernel per device (no fold kernel; for Scan its own scan), one download of
+    one value per device, ONE wait on the host, no copy between devices, no build."""
+    add = lambda a, b: a + b  # noqa: E731
+    x = (np.arange(1000) % 13).astype(np.float32)     # every fold exact in float32
+    v = sk.Vector(x)
+    red, dot, scan = sk.Reduce(add, 0), sk.MapReduce(lambda a, b: a * b, add, 0), sk.Scan(add, 0)
+    group = runtime.current().group
+    real_wait, real_copy = cl.wait_for_events, cl.enqueue_copy
+    for name, call in {"reduce": lambda: red(v), "dot": lambda: dot(v, v),
+                       "scan": lambda: scan(v)}.items():
+        call()                                # built and tuned
+        group.exchange.finish()
+        counts: dict[str, int] = {}
+
+        def count(what):
+            counts[what] = counts.get(what, 0) + 1
+
+        def copy(*args, **kwargs):
+            if kwargs.get("is_blocking", True):
+                count("blocking copy")
+            return real_copy(*args, **kwargs)
+
+        monkeypatch.setattr(cl, "wait_for_events", lambda evs: (count("wait"), real_wait(evs)))
+        monkeypatch.setattr(cl, "enqueue_copy", copy)
+        for rt in group.runtimes:
+            rt.stats.reset()
+        moves = group.exchange.stats["moves"]
+        out = call()
+        monkeypatch.undo()
+        assert counts == {"wait": 1}, name
+        assert group.exchange.stats["moves"] == moves, name
+        for rt in group.runtimes:
+            s = rt.stats
+            assert (s.downloads, s.download_bytes, s.builds) == (1, 4, 0), (name, s)
+            if name != "scan":
+                assert s.launches == 1, (name, s)
+        if name == "scan":
+            np.testing.assert_array_equal(out.to_numpy(), np.concatenate([[0], np.cumsum(x[:-1])]))
+        else:
+            assert out == (x.astype(np.float64) ** (2 if name == "dot" else 1)).sum()
 
 
 def test_allpairs(rng):
