@@ -72,7 +72,8 @@ def ordered(call: Call, points: Sequence[Point], *, order: str = "predicted",
     """``points`` in the order a sweep measures them: the default, the untuned choice (the
     model's pick), the model's shortlist, then the rest by the model's predicted score
     (``order="predicted"``; without a model, nearest to the default first) or in a
-    deterministic random order (``order="sample"``: training data for ``skelpy tune``)."""
+    deterministic random order (``order="sample"``: training data for ``skelpy tune``; on a
+    CPU the points unrolled least come first, :func:`unroll_tier`)."""
     space = call.space
     want = {space.key(p): p for p in points}
     out: dict[tuple, Point] = {}
