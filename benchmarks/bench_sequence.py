@@ -1,4 +1,5 @@
-"""Fused stencil sequences (``a >> b >> c`` as one kernel) against the same sequence staged.
+"""Fused and streamed stencil sequences (``a >> b >> c`` as one kernel) against the same
+sequence staged.
 
     python -m benchmarks.bench_sequence [--quick] [--sizes 1024,4096] [--cases canny,canny_sep,blur_lap]
                                         [--reps 10]
@@ -13,12 +14,20 @@ Cases (the issue's showcase is Canny, smoothing -> Sobel -> non-maximum suppress
 - ``blur_lap``: Gaussian 3x3 >> Laplacian (float32, nearest), two light stages.
 
 For each case and size it times, with OpenCL profiling events (minimum over ``--reps`` rounds
-that run every variant once, all launches of a call summed): ``staged`` (``params={"fuse": 0}``: one kernel per stage, each
-at the parameters skelpy chooses), ``fused`` (``params={"fuse": 1}``: the fused tile skelpy
-chooses) and a few other fused tiles, and ``default`` (no params: what the tuner decides, and
-whether that ran fused). Every fused result is compared bit for bit with the staged one.
-``speedup`` = staged / fused time. The issue's target: Canny at 4096^2 on the H200 with
-fused >= 1.3x staged.
+that run every variant once, all launches of a call summed): ``staged`` (``params={"fuse": 0}``:
+one kernel per stage, each at the parameters skelpy chooses), ``fused`` (``params={"fuse":
+1}``: the fused tile skelpy chooses) and a few other fused tiles, ``streamed`` (``params={"fuse":
+2}``: one streaming pass at the GPU's default stream tile) and a few other stream tiles, and
+``default`` (no params: what the tuner decides: staged, fused or streamed). Every result is
+compared bit for bit with the staged one (``equal``). ``speedup`` = staged / variant time.
+The issue's target: Canny at 4096^2 on the H200 with fused or streamed >= 1.3x staged.
+
+On the H200 the lead runs::
+
+    python -m benchmarks.bench_sequence --quick --cases canny,canny_sep
+
+(4096^2, 5 rounds; about a minute) and reads the ``streamed`` rows and the summary line
+``best streamed / staged``; the exit status is 1 when any variant differs from staged.
 
 Runs: on a GPU the full mode is 1024^2, 4096^2 and 8192^2; ``--quick`` 4096^2 (about a
 minute). On a CPU (PoCL) ``--quick`` is 512^2. Results: a table on stdout and
@@ -51,6 +60,15 @@ TILES = ({"fu_wc": 32, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1, "fu_flat": 2},
          {"fu_wc": 16, "fu_wr": 16, "fu_cr": 2, "fu_cc": 2, "fu_flat": 1},
          {"fu_wc": 32, "fu_wr": 4, "fu_cr": 8, "fu_cc": 2, "fu_flat": 1},
          {"fu_wc": 64, "fu_wr": 4, "fu_cr": 8, "fu_cc": 1, "fu_flat": 2})
+# stream tiles beside the default (windows from the ring, the walk a loop, 128 x 128)
+STREAM_TILES = ({"tb_ring": 1, "tb_unroll": 1},
+                {"tb_ring": 0, "tb_unroll": 1},
+                {"tb_wc": 256, "tb_rows": 256},
+                {"tb_wc": 64, "tb_wr": 2},
+                {"tb_rows": 64},
+                {"tb_rows": 512},
+                {"tb_wc": 256, "tb_ring": 1, "tb_unroll": 1})
+STREAM_KEYS = ("tb_wc", "tb_wr", "tb_rows", "tb_vec", "tb_ring", "tb_unroll", "tb_pre")
 
 
 def gauss5(nb):
@@ -156,13 +174,15 @@ def image(n: int) -> np.ndarray:
     return (img + rng.normal(0, 4, (n, n))).astype(np.float32)
 
 
-def bench_case(name: str, n: int, reps: int, tiles) -> list[dict]:
+def bench_case(name: str, n: int, reps: int, tiles, stream_tiles=()) -> list[dict]:
     """Every variant once per round, ``reps`` rounds (so that a drifting load on a shared
     machine colours all variants alike); each variant's minimum kernel time."""
     seq = make_case(name)
     m = sk.Matrix(image(n))
     variants = [("staged", {"fuse": 0}), ("fused", {"fuse": 1})]
     variants += [("fused tile", dict(t, fuse=1)) for t in tiles]
+    variants.append(("streamed", {"fuse": 2}))
+    variants += [("stream tile", dict(t, fuse=2)) for t in stream_tiles]
     variants.append(("default", None))
     best: dict[int, float] = {}
     outs: dict[int, object] = {}
@@ -189,10 +209,14 @@ def bench_case(name: str, n: int, reps: int, tiles) -> list[dict]:
                          "error": errors[i]})
             continue
         ln = launches[i]
+        streamed = bool(getattr(ln, "streamed", False))
         row = {"case": name, "size": n, "run": run, "ms": best[i] * 1e3,
-               "speedup": t_staged / best[i], "fused": bool(ln.fused),
+               "speedup": t_staged / best[i], "fused": bool(ln.fused) and not streamed,
+               "streamed": streamed,
                "equal": bool(np.array_equal(outs[i].to_numpy(), ref))}
-        if ln.fused:
+        if streamed:
+            row["tile"] = {k: ln.params[k] for k in STREAM_KEYS}
+        elif ln.fused:
             row["tile"] = {k: ln.params[k] for k in ("fu_wc", "fu_wr", "fu_cr", "fu_cc",
                                                      "fu_flat")}
         rows.append(row)
@@ -218,24 +242,33 @@ def main(argv=None) -> dict:
         sizes = [512] if args.quick else [512, 1024]
     reps = args.reps or (5 if args.quick else 10)
     tiles = TILES[:3] if args.quick else TILES
+    stream_tiles = STREAM_TILES[:4] if args.quick else STREAM_TILES
     rows = []
     for name in args.cases.split(","):
         for n in sizes:
-            rows.extend(bench_case(name, n, reps, tiles))
+            rows.extend(bench_case(name, n, reps, tiles, stream_tiles))
     print_table([{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()}
                  for r in rows],
-                ["case", "size", "run", "tile", "ms", "speedup", "fused", "equal"],
-                title=f"Fused vs staged stencil sequences on {dev.name}")
-    best = {}
+                ["case", "size", "run", "tile", "ms", "speedup", "fused", "streamed",
+                 "equal"],
+                title=f"Fused and streamed vs staged stencil sequences on {dev.name}")
+    best: dict[str, dict[str, float]] = {"fused": {}, "streamed": {}}
     for r in rows:
-        if r.get("fused") and "ms" in r and r["run"] != "default":
+        kind = "streamed" if r.get("streamed") else "fused" if r.get("fused") else None
+        if kind and "ms" in r and r["run"] != "default":
             key = f"{r['case']}@{r['size']}"
-            best[key] = max(best.get(key, 0.0), r["speedup"])
-    summary = {"best_fused_speedup": best,
+            best[kind][key] = max(best[kind].get(key, 0.0), r["speedup"])
+    summary = {"best_fused_speedup": best["fused"], "best_streamed_speedup": best["streamed"],
+               "default": {f"{r['case']}@{r['size']}": "streamed" if r["streamed"] else
+                           "fused" if r["fused"] else "staged"
+                           for r in rows if r["run"] == "default" and "ms" in r},
                "all_equal": all(r.get("equal", True) for r in rows),
-               "target": "canny 4096^2 on the H200: fused >= 1.3x staged"}
-    print("best fused / staged:", ", ".join(f"{k} {v:.2f}x" for k, v in best.items()))
-    print("fused equals staged bit for bit:", summary["all_equal"])
+               "target": "canny 4096^2 on the H200: fused or streamed >= 1.3x staged"}
+    for kind in ("fused", "streamed"):
+        print(f"best {kind} / staged:",
+              ", ".join(f"{k} {v:.2f}x" for k, v in best[kind].items()) or "-")
+    print("default runs:", ", ".join(f"{k} {v}" for k, v in summary["default"].items()))
+    print("every variant equals staged bit for bit:", summary["all_equal"])
     data = {"sizes": sizes, "reps": reps, "quick": args.quick, "rows": rows,
             "summary": summary}
     path = write_json("sequence", dev.name, data,
@@ -245,4 +278,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(0 if main()["summary"]["all_equal"] else 1)

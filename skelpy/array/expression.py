@@ -65,18 +65,21 @@ class Where:
 
 
 #: (op, operand signature) -> (shape, result dtype, operand dtypes) of an operation that
-#: built without an error (ints by value: NEP 50 errors depend on it).
+#: built without an error. A Python int is keyed by its sign and bit length: that says
+#: exactly which integer dtypes hold it, which is all NEP 50's dtypes and errors depend on
+#: (so a loop over int values is typed once; an out-of-range comparison is never stored).
 _SIGNATURES: dict[tuple, tuple] = {}
 
 
 def _operand_key(x):
+    t = type(x)
+    if t is float or t is bool:
+        return t
+    if t is int:
+        return (int, x.bit_length() if x >= 0 else -1 - (-1 - x).bit_length())
     if isinstance(x, Container):
         return (x.dtype, x.shape)
-    if isinstance(x, (bool, float)):
-        return (type(x),)
-    if isinstance(x, int):
-        return (int, x)
-    return (type(x), getattr(x, "dtype", None))
+    return (t, getattr(x, "dtype", None))
 
 
 def node_of(x: Container) -> Node:
@@ -89,7 +92,8 @@ def node_of(x: Container) -> Node:
 
 def apply(op: str, operands: list, where: str | None = None) -> Container:
     """``op`` (a name of :mod:`.ops`) over containers and scalars, as a pending container."""
-    key = (op, *map(_operand_key, operands))
+    key = (op, _operand_key(operands[0]), _operand_key(operands[1])) if len(operands) == 2 \
+        else (op, *[_operand_key(x) for x in operands])
     hit = _SIGNATURES.get(key)
     if hit is None:
         where = where or Where(op)
@@ -111,11 +115,15 @@ def apply(op: str, operands: list, where: str | None = None) -> Container:
         _SIGNATURES[key] = shape, out, dtypes
     else:
         shape, out, dtypes = hit
-    args = _nodes(operands, dtypes)
+    args = [node_of(x) if isinstance(x, Container) else graph.const(x, dt)
+            for x, dt in zip(operands, dtypes)]
     if op == "power" and graph.is_python_scalar(operands[1]) \
             and float(operands[1]) in SMALL_EXPONENTS:
         args[1] = graph.const(operands[1], dtypes[1], literal=True)
-    return fusion.pending_container(Node(op, tuple(args), out, shape), shape)
+    node = Node(op, tuple(args), out, shape)
+    if node.n_ops > graph.MAX_OPS or len(node.leaves) > graph.MAX_LEAVES:
+        node = Node(op, tuple(bounded(operands, args)), out, shape)
+    return fusion.pending_container(node, shape)
 
 
 #: Exponents written into the kernel (part of its structure): the translator turns them into

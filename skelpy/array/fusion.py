@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import runtime as _rt
-from ..containers import Container
+from ..containers import Container, Matrix, Vector
 from ..errors import SkelpyError, TranslationError
 from ..muscle import Muscle
 from ..muscle.params import Scalar
@@ -77,7 +77,35 @@ def dtype_name(dt: np.dtype) -> str:
 _TEXTS: dict[tuple, tuple] = {}
 
 
+#: (root structure id, result ndim, what each leaf is read as) -> [structure key, text,
+#: fused skeleton or None] of a tree-shaped graph seen before: its program, and its kernel,
+#: without walking it (``Node.sid``). At most MAX_CACHED_SKELETONS entries.
+_TREES: dict[tuple, list] = {}
+
+
+def _tree_key(root: Node, shape: tuple[int, ...]):
+    """(key in _TREES, the leaves as the kernel reads them) of a tree-shaped graph, or None
+    for a graph that may share nodes (or reads nothing)."""
+    if root.shared or not root.n_ops:
+        return None
+    views, key = [], [root.sid, len(shape)]
+    for c in root.leaves:
+        if c.layout is None and c.shape == shape:      # a plain container: its dtype says all
+            views.append(c)
+            key.append(c.dtype)
+        else:
+            v = c if c.shape == shape else c.broadcast_to(shape)
+            views.append(v)
+            key.append(input_kind(v))
+    return tuple(key), views
+
+
 def linearise(root: Node, shape: tuple[int, ...]) -> Program:
+    tree = _tree_key(root, shape)
+    if tree is not None:
+        hit = _TREES.get(tree[0])
+        if hit is not None:
+            return Program(hit[0], tree[1], list(root.consts), *hit[1])
     key, leaves, consts = _walk(root, shape, None)
     text = _TEXTS.get(key)
     if text is None:
@@ -87,7 +115,21 @@ def linearise(root: Node, shape: tuple[int, ...]) -> Program:
         if len(_TEXTS) > 4 * MAX_CACHED_SKELETONS:
             _TEXTS.clear()
         _TEXTS[key] = text
+    if tree is not None and _same_program(leaves, consts, tree[1], root.consts):
+        with _LOCK:
+            if len(_TREES) >= MAX_CACHED_SKELETONS:
+                _TREES.clear()
+            _TREES[tree[0]] = [key, text, None]
     return Program(key, leaves, consts, *text)
+
+
+def _same_program(leaves, consts, views, node_consts) -> bool:
+    """Whether the walk numbered a tree's leaves and constants as its nodes do (it always
+    should: a tree is only registered for the walk-free path when it did)."""
+    return len(leaves) == len(views) and len(consts) == len(node_consts) and \
+        all(a is b or (a.storage is b.storage and a.shape == b.shape and a.layout == b.layout)
+            for a, b in zip(leaves, views, strict=True)) and \
+        all(a is b for a, b in zip(consts, node_consts, strict=True))
 
 
 def _walk(root: Node, shape: tuple[int, ...], parts: dict | None):
@@ -288,7 +330,6 @@ LAST = _Last()
 def pending_container(node: Node, shape: tuple[int, ...], direct=None) -> Container:
     """A pending container computing ``node``; it reads ``node``'s leaves, so they compute
     it before anybody writes them."""
-    from ..containers import Matrix, Vector
     recipe = Recipe(node, shape, direct)
     cls = Vector if len(shape) == 1 else Matrix
     c = cls.pending(shape, node.dtype, recipe)
@@ -300,7 +341,18 @@ def pending_container(node: Node, shape: tuple[int, ...], direct=None) -> Contai
 
 
 def compute(node: Node, shape: tuple[int, ...]) -> tuple[Container, ZipN]:
-    """Run the graph as one kernel: a fresh container of ``shape`` (and the skeleton)."""
+    """Run the graph as one kernel: a fresh container of ``shape`` (and the skeleton). A
+    tree-shaped graph whose structure ran before goes straight to its skeleton."""
+    tree = _tree_key(node, shape)
+    if tree is not None:
+        hit = _TREES.get(tree[0])
+        if hit is not None and hit[2] is not None:
+            sk = hit[2]
+            return sk(*tree[1], *node.consts), sk
     program = linearise(node, shape)
     sk = skeleton_for(program)
+    if tree is not None:
+        hit = _TREES.get(tree[0])
+        if hit is not None:
+            hit[2] = sk
     return sk(*program.leaves, *program.consts), sk

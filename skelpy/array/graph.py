@@ -15,6 +15,7 @@ checked once per dtype signature (``fusion.check_translates``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -32,29 +33,78 @@ MAX_LEAVES = 12
 
 
 class Node:
-    """One node of an expression graph (see the module docstring). ``op`` is ``"leaf"``
+    """One operation of an expression graph (:class:`Leaf` and :class:`Scalar` are the
+    other nodes) (see the module docstring). ``op`` is ``"leaf"``
     (``args = (container,)``), ``"const"`` (``args = (value,)``, a NumPy scalar of
     ``dtype``), ``"weak"`` (a Python scalar passed on to a muscle: weak, as in a skeleton
     call), ``"call"`` (a skeleton's muscle ``fn`` applied to ``args``: a deferred Map or Zip,
     see :mod:`.chains`) or an operation name of :mod:`.ops` (``args``: nodes); ``"astype"``
-    converts."""
+    converts.
 
-    __slots__ = ("op", "args", "dtype", "shape", "n_ops", "leaves", "fn", "__weakref__")
+    Each node also knows, from its arguments' (so a graph is never walked to find them):
+    ``leaves`` (the distinct containers read, in first-use order), ``consts`` (the kernel
+    arguments of its constants, in use order), ``sid`` (a small integer naming the graph's
+    structure: operations, dtypes, literals, muscles, which leaf each operand reads; not the
+    values) and ``shared``: some operation or constant may be reachable by two paths (one
+    was already an operand, ``uses > 0``, when a node took it: the later node and all above
+    it are marked, so the test errs only towards True). A shared graph is not a tree, and
+    ``fusion`` walks it to number its nodes once each."""
+
+    __slots__ = ("op", "args", "dtype", "shape", "n_ops", "leaves", "fn", "consts", "sid",
+                 "shared", "uses", "__weakref__")
 
     def __init__(self, op: str, args: tuple, dtype: np.dtype, shape: tuple[int, ...],
                  fn=None):
         self.op, self.args, self.dtype, self.shape, self.fn = op, args, dtype, shape, fn
-        if op == "leaf":
-            self.n_ops, self.leaves = 0, (args[0],)
-        elif op in ("const", "literal", "weak"):
-            self.n_ops, self.leaves = 0, ()
+        self.uses = 0
+        if len(args) == 2:                  # most operations: unrolled
+            a, b = args
+            shared = False
+            if a.op != "leaf":
+                # an operation (or constant) used a second time: this graph may be a DAG
+                shared = a.shared or a.uses > 0
+                a.uses += 1
+            if b.op != "leaf":
+                shared = shared or b.shared or b.uses > 0
+                b.uses += 1
+            self.n_ops, self.shared = 1 + a.n_ops + b.n_ops, shared
+            ca, cb = a.consts, b.consts
+            self.consts = ca + cb if ca and cb else ca or cb
+            la, lb = a.leaves, b.leaves
+            if not lb or not la or (len(la) == 1 and len(lb) == 1 and la[0] is not lb[0]):
+                # disjoint leaves (the common case): ours are a's then b's
+                self.leaves = la + lb if la and lb else la or lb
+                self.sid = structure_id((op, dtype, fn, a.sid, b.sid, None))
+                return
         else:
-            self.n_ops = 1 + sum(a.n_ops for a in args)
-            seen: dict[int, Container] = {}
+            n_ops, shared, consts = 1, False, ()
             for a in args:
-                for c in a.leaves:
-                    seen.setdefault(id(c), c)
-            self.leaves = tuple(seen.values())
+                n_ops += a.n_ops
+                if a.op != "leaf":
+                    shared = shared or a.shared or a.uses > 0
+                    a.uses += 1
+                if a.consts:
+                    consts = consts + a.consts if consts else a.consts
+            self.n_ops, self.shared, self.consts = n_ops, shared, consts
+            if len(args) == 1:
+                a = args[0]
+                self.leaves = a.leaves
+                self.sid = structure_id((op, dtype, fn, a.sid))
+                return
+        seen: dict[int, int] = {}
+        leaves: list[Container] = []
+        reads: list[int] = []          # for each argument's leaves: the index in ours
+        for a in args:
+            for c in a.leaves:
+                k = seen.get(id(c))
+                if k is None:
+                    k = seen[id(c)] = len(leaves)
+                    leaves.append(c)
+                reads.append(k)
+        self.leaves = tuple(leaves)
+        # None: each argument reads leaves of its own (ours are theirs in order)
+        self.sid = structure_id((op, dtype, fn, *(a.sid for a in args),
+                                 None if len(reads) == len(leaves) else tuple(reads)))
 
     def __repr__(self) -> str:
         if self.op == "leaf":
@@ -66,8 +116,51 @@ class Node:
         return f"{self.op}({', '.join(map(repr, self.args))})"
 
 
+#: structure -> its id (see Node.sid). Ids are never reused: when the table is cleared (it
+#: is bounded), later structures get new ids, so a live node's id still names only its own.
+_SIDS: dict[tuple, int] = {}
+_NEXT_SID = itertools.count(1)       # next() is atomic: two structures never share an id
+_LEAF_SID = 0
+MAX_STRUCTURES = 1 << 16
+
+
+def structure_id(structure: tuple) -> int:
+    sid = _SIDS.get(structure)
+    if sid is None:
+        if len(_SIDS) >= MAX_STRUCTURES:
+            _SIDS.clear()
+        sid = _SIDS[structure] = next(_NEXT_SID)
+    return sid
+
+
+class Leaf(Node):
+    """A leaf (a container with data): built for every operand, so its constant fields are
+    the class's and only four are set."""
+
+    __slots__ = ()
+    op, fn, n_ops, consts, sid, shared, uses = "leaf", None, 0, (), _LEAF_SID, False, 0
+
+    def __init__(self, c: Container):   # noqa: D107 - see the class
+        self.args = self.leaves = (c,)
+        self.dtype, self.shape = c.dtype, c.shape
+
+
+class Scalar(Node):
+    """A constant, literal or weak scalar node (see :func:`const`, :func:`weak`)."""
+
+    __slots__ = ()
+    fn, n_ops, leaves, shared = None, 0, (), False
+
+    def __init__(self, op: str, value, dtype: np.dtype):   # noqa: D107 - see the class
+        self.op, self.args, self.dtype, self.shape, self.uses = op, (value,), dtype, (), 0
+        if op == "literal":
+            self.consts, self.sid = (), structure_id((op, dtype, value.item()))
+        else:
+            self.consts, self.sid = self.args, structure_id((op, dtype))
+
+
 def leaf(c: Container) -> Node:
-    return Node("leaf", (c,), c.dtype, c.shape)
+    return Leaf(c)
 
 
 def const(value, dtype: np.dtype, literal: bool = False) -> Node:
@@ -82,12 +175,12 @@ def const(value, dtype: np.dtype, literal: bool = False) -> Node:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             v = np.asarray(value).astype(dtype)[()]
-    return Node("literal" if literal else "const", (v,), dtype, ())
+    return Scalar("literal" if literal else "const", v, dtype)
 
 
 def weak(value) -> Node:
     """A Python scalar handed to a muscle as it is (weak, NEP 50: the muscle types it)."""
-    return Node("weak", (value,), np.result_type(value), ())
+    return Scalar("weak", value, np.result_type(value))
 
 
 # -- operands ---------------------------------------------------------------------------------

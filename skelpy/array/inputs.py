@@ -57,9 +57,11 @@ def cost(node: Node) -> int:
     return total
 
 
-def worth_fusing(node: Node, reuse: int) -> bool:
-    """Whether to evaluate ``node`` at each of ``reuse`` reads rather than store it once."""
-    return cost(node) * (reuse - 1) <= STORE_COST
+def worth_fusing(node: Node, reuse: int, per_read: int = 0) -> bool:
+    """Whether to evaluate ``node`` at each of ``reuse`` reads rather than store it once;
+    ``per_read``: what each read costs besides the operations (a Stencil reads each of the
+    expression's inputs where the stored value would be one read: ``inputs - 1``)."""
+    return (cost(node) + per_read) * (reuse - 1) <= STORE_COST
 
 
 def rows_expression(x: Container) -> RowsExpression | None:

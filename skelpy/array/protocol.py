@@ -14,8 +14,8 @@ import warnings
 
 import numpy as np
 
-from ..containers import Container, MatrixRow
-from . import chains, expression, inputs, ops, reductions, views
+from ..containers import Container, Matrix, MatrixRow, Vector
+from . import chains, expression, inputs, ops, reductions, stencils, views
 from .graph import as_operand
 
 
@@ -54,11 +54,19 @@ def _operands(values) -> list | None:
     return out
 
 
+_CONTAINERS = frozenset({Vector, Matrix})
+_PLAIN = _CONTAINERS | {bool, int, float}
+
+
 class ArrayBackend:
     """What containers call for their NumPy-like behaviour (see the module docstring)."""
 
     # -- operators ----------------------------------------------------------------------------
     def binary(self, op: str, a, b):
+        ta, tb = type(a), type(b)
+        if ta in _PLAIN and tb in _PLAIN and (ta in _CONTAINERS or tb in _CONTAINERS) \
+                and op != "matmul":          # the common case, without the conversions
+            return expression.apply(op, [a, b])
         if op == "matmul":
             return views.matmul(a, b)
         operands = _operands((a, b))
@@ -103,6 +111,9 @@ class ArrayBackend:
 
     def fused_reduce(self, skeleton, x: Container):
         return chains.fused_reduce(skeleton, x)
+
+    def fused_stencil(self, skeleton, x: Container, extras, iterations, out_dtype):
+        return stencils.fused_stencil(skeleton, x, extras, iterations, out_dtype)
 
     def fused_scan(self, skeleton, x: Container, params):
         return chains.fused_scan(skeleton, x, params)

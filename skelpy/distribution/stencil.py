@@ -38,6 +38,7 @@ from ..containers import Matrix, Overlap, empty_like_shape
 from ..containers.distributions import BLOCK, COPY
 from ..dtypes import storage_dtype
 from ..errors import ParameterError
+from ..skeletons import stencil_temporal as _temporal
 from ..skeletons.arguments import ScalarArg, scalar_value
 from ..skeletons.stencil_launch import geometry, local_memory
 from ..skeletons.stencil_plan import MatrixExtra, tile_bytes
@@ -54,7 +55,7 @@ __all__ = ["run", "run_sequence", "K_VALUES", "GROUP_PARAMS"]
 K_VALUES = (1, 2, 3, 4, 6, 8, 12, 16)
 GROUP_PARAMS = ("k", "overlap", "route")
 ROUTES = ("queue", "copy")
-TEMPORAL_NAMES = ("t", "tb_wc", "tb_wr", "tb_rows", "tb_cc", "tb_ring", "tb_unroll")
+TEMPORAL_NAMES = _temporal.NAMES          # t and the pass's tile
 WINDOW = ("-DSKP_ROW_WINDOW=1",)
 # What one halo exchange round costs beyond its copies (events, launches, the host): on 2 x
 # H200 heat 4096^2/16384^2 lost ~150-190 us per round of 4 steps against half of one GPU's

@@ -45,7 +45,8 @@
  *             edge is read cell by cell through the rule.
  *
  * Generated macros (skeletons/stencil_stream.py), k a stage muscle (0 <= k < SKP_TB_K), l a
- * level: SKP_ST (storage type), SKP_IDX_T, SKP_TB_K, SKP_TB_N/S/E/W(k) (reach),
+ * level: SKP_ST (storage type; a word with SKP_TB_MIXED), SKP_IN_ST, SKP_OUT_ST, SKP_TB_IN/OUT
+ * and SKP_TB_TOW_<type>/SKP_TB_OFW_<type> (with SKP_TB_MIXED), SKP_IDX_T, SKP_TB_K, SKP_TB_N/S/E/W(k) (reach),
  * SKP_TB_HN/HS(k) (rows held above/below), SKP_TB_GW/GE(k) (overlap columns a stage consumes),
  * SKP_TB_MODE(k), SKP_TB_CVAL(k), SKP_TB_ROWMASK(k, r) (bit j: the muscle reads window row r,
  * column j), SKP_TB_CALL(k) (the muscle call, in terms of skp_win, skp_m, skp_idx, skp_gr,
@@ -100,6 +101,24 @@
 #define SKP_TB_WINDOW_DECL
 #define SKP_TB_ROW_START 0
 #define SKP_TB_ROW_END rows
+#endif
+/* One dtype (an iterated stencil): SKP_ST is the data's storage type.  Levels of different
+ * dtypes (a sequence float -> int -> uchar, SKP_TB_MIXED 1): SKP_ST is a word (uint, or ulong
+ * where a level has 8 bytes) holding each level's bits as a store of its dtype leaves them;
+ * the stage calls convert their results into words and the muscles' reads convert words back
+ * (the generated SKP_TB_CALL and accessors), SKP_TB_IN converts a loaded input, SKP_TB_OUT a
+ * stored result. */
+#ifndef SKP_TB_MIXED
+#define SKP_TB_MIXED 0
+#endif
+#ifndef SKP_IN_ST
+#define SKP_IN_ST SKP_ST
+#define SKP_OUT_ST SKP_ST
+#define SKP_TB_IN(x) (x)
+#define SKP_TB_OUT(x) (x)
+#endif
+#if SKP_TB_MIXED && SKP_TB_V > 1
+#error "levels of different dtypes are held as words: one column per work-item"
 #endif
 #if !SKP_TB_RING && !SKP_TB_UNROLL
 #error "SKP_TB_RING 0 keeps rows in registers rotated by unrolling: it needs SKP_TB_UNROLL 1"
@@ -163,14 +182,14 @@ inline int skp_tb_below(const int d, const int mode)
     {                                                                                      \
         const int skp_lr = (row);                                                          \
         const bool skp_rin = (uint)skp_lr < (uint)rows;                                    \
-        __global const SKP_ST* const skp_src =                                             \
+        __global const SKP_IN_ST* const skp_src =                                          \
             in + (SKP_IDX_T)SKP_TB_GRID(skp_lr, rows) * cols;                              \
         if (vld) {                                                                         \
             SKP_TB_VLOADROW(dst, skp_src + cfirst);                                        \
         } else {                                                                           \
             _Pragma("unroll")                                                              \
             for (int m = 0; m < SKP_TB_V; ++m)                                             \
-                dst[m] = skp_src[gcol[m]];                                                 \
+                dst[m] = SKP_TB_IN(skp_src[gcol[m]]);                                      \
         }                                                                                  \
         if (SKP_TB_MODE(0) == SKP_TB_CONSTANT) {                                           \
             _Pragma("unroll")                                                              \
@@ -181,7 +200,7 @@ inline int skp_tb_below(const int d, const int mode)
 #if SKP_TB_V > 1
 #define SKP_TB_VLOADROW(dst, p) SKP_TB_VSTORE(*(__global const SKP_TB_VT*)(p), 0, dst)
 #else
-#define SKP_TB_VLOADROW(dst, p) (dst)[0] = *(p)
+#define SKP_TB_VLOADROW(dst, p) (dst)[0] = SKP_TB_IN(*(p))
 #endif
 
 /* The newest row of level l (waiting to be published) and the ring slot it goes to */
@@ -210,8 +229,8 @@ inline int skp_tb_below(const int d, const int mode)
  * builds there with -Drestrict= (runtime.py).  `in` and `out` may be restrict: no work-item
  * writes what another reads. */
 __kernel __attribute__((reqd_work_group_size(SKP_TB_WC, SKP_TB_WR, 1)))
-void skelpy_stencil_stream(__global SKP_ST* restrict out,
-                           __global const SKP_ST* restrict in,
+void skelpy_stencil_stream(__global SKP_OUT_ST* restrict out,
+                           __global const SKP_IN_ST* restrict in,
                            const int rows, const int cols,
                            const int chunk, const int wout,
                            __local SKP_ST* lds
@@ -483,7 +502,7 @@ void skelpy_stencil_stream(__global SKP_ST* restrict out,
             }
             if (l + 1 == SKP_TB_T && rin && jr >= r0 && jr < r0 + chunk
                 && jr < SKP_TB_ROW_END) {
-                __global SKP_ST* const o = out + (SKP_IDX_T)jr * cols + cfirst;
+                __global SKP_OUT_ST* const o = out + (SKP_IDX_T)jr * cols + cfirst;
 #if SKP_TB_V > 1
                 if (vout) {
                     *(__global SKP_TB_VT*)o = SKP_TB_VLOAD(0, res);
@@ -493,7 +512,7 @@ void skelpy_stencil_stream(__global SKP_ST* restrict out,
 #pragma unroll
                     for (int m = 0; m < SKP_TB_V; ++m)
                         if (outc[m])
-                            o[m] = res[m];
+                            o[m] = SKP_TB_OUT(res[m]);
                 }
             }
         }

@@ -23,3 +23,29 @@
                 ? (p)[(SKP_IDX_T)((r) + (dr)) * (cols) + ((c) + (dc))] : (CV))              \
          : (p)[(SKP_IDX_T)skp_tb_remap((r) + (dr), (rows), (mode)) * (cols)                 \
                + skp_tb_remap((c) + (dc), (cols), (mode))])
+
+/* Levels of mixed dtypes (SKP_TB_MIXED 1, a sequence float -> int -> uchar) are held as words
+ * (SKP_ST: uint, or ulong where a level has 8 bytes): per storage type, a value into a word
+ * (exactly the bits a store of that type leaves) and a word back into the value. */
+#if defined(SKP_TB_MIXED) && SKP_TB_MIXED
+#define SKP_TB_TOW_float(x) ((SKP_ST)as_uint((float)(x)))
+#define SKP_TB_OFW_float(w) as_float((uint)(w))
+#define SKP_TB_TOW_double(x) ((SKP_ST)as_ulong((double)(x)))
+#define SKP_TB_OFW_double(w) as_double((ulong)(w))
+#define SKP_TB_TOW_int(x) ((SKP_ST)as_uint((int)(x)))
+#define SKP_TB_OFW_int(w) as_int((uint)(w))
+#define SKP_TB_TOW_uint(x) ((SKP_ST)((uint)(x)))
+#define SKP_TB_OFW_uint(w) ((uint)(w))
+#define SKP_TB_TOW_long(x) ((SKP_ST)as_ulong((long)(x)))
+#define SKP_TB_OFW_long(w) as_long((ulong)(w))
+#define SKP_TB_TOW_ulong(x) ((SKP_ST)((ulong)(x)))
+#define SKP_TB_OFW_ulong(w) ((ulong)(w))
+#define SKP_TB_TOW_short(x) ((SKP_ST)as_ushort((short)(x)))
+#define SKP_TB_OFW_short(w) as_short((ushort)(w))
+#define SKP_TB_TOW_ushort(x) ((SKP_ST)((ushort)(x)))
+#define SKP_TB_OFW_ushort(w) ((ushort)(w))
+#define SKP_TB_TOW_char(x) ((SKP_ST)as_uchar((char)(x)))
+#define SKP_TB_OFW_char(w) as_char((uchar)(w))
+#define SKP_TB_TOW_uchar(x) ((SKP_ST)((uchar)(x)))
+#define SKP_TB_OFW_uchar(w) ((uchar)(w))
+#endif

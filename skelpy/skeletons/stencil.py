@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .. import runtime as _rt
-from ..containers import Matrix, empty_like_shape
+from ..containers import Matrix, array_backend, empty_like_shape
 from ..distribution import stencil as distributed_stencil
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..errors import CallError, DTypeError, ParameterError, ShapeError, TranslationError
@@ -133,6 +133,11 @@ class Stencil(Skeleton):
         if unknown or m is _NO_INPUT:
             raise self._unexpected(unknown, _CALL) if unknown else CallError(
                 f"{self.origin}: missing the input matrix (the call takes {_CALL})")
+        if params is None and isinstance(m, Matrix) and m.is_pending:
+            # a pending array expression: read at each neighbour in this kernel (skelpy.array)
+            out = array_backend().fused_stencil(self, m, extras, iterations, out_dtype)
+            if out is not None:
+                return out
         fast = self._ready()
         if fast is not None and iterations == 1 and params is None and out_dtype is None:
             out = fast(m, extras)
@@ -410,6 +415,9 @@ class Stencil(Skeleton):
         ]
         for st, dt in cvals.items():
             header.append(f"#define SKP_CVAL_{st} {cval_literal(self.cval, dt)}")
+            if self.border == "constant":     # SKP_BORDER_READ's choice (stencil_common.cl)
+                header.append(f"static inline {st} skp_pick_{st}(const int inside, const {st} v)"
+                              f" {{ return inside ? v : SKP_CVAL_{st}; }}")
         header.append(f"#define SKP_CVAL_IN SKP_CVAL_{storage_c_type(in_dtype)}")
 
         source = (SourceBuilder("stencil")

@@ -1,14 +1,19 @@
-"""StencilSequence: stencils applied one after another, ``(a >> b >> c)(m)``, fused or staged.
+"""StencilSequence: stencils applied one after another, ``(a >> b >> c)(m)``, staged, fused
+or streamed.
 
 Staged, every stage is its own kernel and the intermediate matrices stay on the device. Fused
 (:mod:`.stencil_fused`), the whole sequence is one kernel whose tile carries the summed halo:
 global memory sees the input and the output once, and the intermediate cells around each tile
-are recomputed. The tuner decides per sequence, dtype and size (a ``fuse`` parameter beside the
-fused tile: ``fuse = 0`` is the staged run); both give the same results bit for bit. A sequence
-runs staged wherever fusion is not legal (offsets known only at run time, checked reads in
-debug mode, wrap mixed with other modes, a summed halo over ``MAX_HALO``, ``iterations > 1``
-of a sequence that changes the dtype), where per-stage ``params`` are forced, and on a device
-group.
+are recomputed. Streamed (:mod:`.stencil_stream`), the sequence is one streaming pass: each
+stream walks down a column strip, every stage's newest rows held on the chip (levels of
+different dtypes as words), so only the overlap columns are recomputed. The tuner decides per
+sequence, dtype and size (a ``fuse`` parameter beside the fused and the streamed tiles: ``fuse
+= 0`` staged, 1 fused, 2 streamed); all give the same results bit for bit. On a GPU the first
+guess is streamed where the stream plan takes the sequence, elsewhere staged. A sequence runs
+staged wherever neither is legal (offsets known only at run time, checked reads in debug mode,
+wrap mixed with other modes, a summed halo over ``MAX_HALO`` and a reach beyond the stream's,
+``iterations > 1`` of a sequence that changes the dtype), where per-stage ``params`` are
+forced, and on a device group.
 
 This module knows its stages only through their public surface (``bind``, ``origin``,
 ``border``, ...), so that :mod:`.stencil` can import it for ``a >> b``.
@@ -16,24 +21,38 @@ This module knows its stages only through their public surface (``bind``, ``orig
 
 from __future__ import annotations
 
+import itertools
+import math
+import weakref
 from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from .. import runtime as _rt
 from .. import tuner
 from ..containers import Matrix, empty_like_shape
 from ..distribution import stencil as distributed_stencil
 from ..errors import ParameterError, ShapeError, SkelpyError
+from ..tuner.space import Param, ParamSpace
 from . import stencil_fused as _fused
+from . import stencil_stream as _stream
 from .arguments import ScalarArg
 from .base import checked_signature
 from .limits import check_iterations, check_output
 from .stencil_launch import BoundStencil, merge_launches, place
-from .stencil_plan import MatrixExtra
+from .stencil_plan import MatrixExtra, VectorExtra
 from .stencil_shape import cval_literal
 
-__all__ = ["StencilSequence"]
+__all__ = ["StencilSequence", "DecisionPlans", "NAMES"]
 
 _INT_LIMIT = 2**31 - 1
+#: the decision's parameters: fuse (0 staged, 1 fused, 2 streamed) and both tiles
+NAMES = _fused.NAMES + _stream.TILE_NAMES
+MAX_STREAM_REACH = 8          # rows/columns a stage may reach in a streamed sequence
+# the values of the tiles that do not apply (the fused tile when not fused, ...)
+_NO_FUSE = {k: v for k, v in _fused.STAGED.items() if k != "fuse"}
+_NO_STREAM = {"tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": 1, "tb_ring": 1,
+              "tb_unroll": 1, "tb_pre": 2}
 
 
 class StencilSequence:
@@ -43,7 +62,8 @@ class StencilSequence:
 
     Extra arguments given to the sequence go to every stage, each taking as many as its muscle
     has parameters after the neighbourhood (SkelCL passes the same extras to all stages).
-    ``last_launch.fused`` says whether the call ran as one fused kernel."""
+    ``last_launch.fused`` says whether the call ran as one kernel (per iteration),
+    ``last_launch.streamed`` whether that kernel was the streaming pass."""
 
     kind = "stencil_sequence"
 
@@ -85,7 +105,8 @@ class StencilSequence:
         """Run every stage in order (``iterations`` times); the result stays on the device.
 
         ``params``: one dict for every stage, or a list with one dict (or None) per stage; or
-        the fused decision: ``{"fuse": 0}`` (staged), ``{"fuse": 1, "fu_wc": ..., ...}``."""
+        the decision: ``{"fuse": 0}`` (staged), ``{"fuse": 1, "fu_wc": ..., ...}`` (fused),
+        ``{"fuse": 2, "tb_wc": ..., ...}`` (streamed)."""
         iterations = check_iterations(self.origin, iterations)
         fused_forced, stage_params = self._split_params(params)
         for stage in self.stages:
@@ -93,7 +114,7 @@ class StencilSequence:
         src = self.stages[0]._as_input(m)
         if iterations == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
-            self.last_launch.fused = False
+            self.last_launch.fused = self.last_launch.streamed = False
             return src.copy()
         first, choice = self.stages[0], None
         if _rt.current().group is not None:              # several devices at once
@@ -153,6 +174,7 @@ class StencilSequence:
             "+".join(sorted({ln.source for ln in self.last_launches})))
         self.last_launch.iterations = iterations
         self.last_launch.fused = False
+        self.last_launch.streamed = False
 
     # -- fused ---------------------------------------------------------------------------------
     def fused_plan(self, src: Matrix, extras: Sequence):
@@ -196,36 +218,94 @@ class StencilSequence:
             lambda dt: cval_literal(cval, dt), plan.in_dtype, stage.out_dtype, plan.out_dtype,
             tuple(extras))
 
-    def _fused_request(self, fplan, src: Matrix, iterations: int, forced, rt, run=None):
+    def stream_plan(self, src: Matrix, extras: Sequence):
+        """The streamed plan of a call on ``src`` (:class:`.stencil_stream.StreamPlan`: the
+        stages as one streaming pass, each level in its stage's dtype), or why this call
+        cannot stream (a str)."""
+        bounds = self._bind_all(src, extras)
+        key = ("stream",) + tuple(id(b.plan) for b in bounds)
+        hit = self._fused_plans.get(key)
+        if hit is not None:
+            return hit[1]
+        if any(b.plan.checked for b in bounds):
+            splan = "its reads are checked at run time (debug mode, or offsets that are not " \
+                    "constants)"
+        elif len(self.stages) < 2:
+            splan = "one stage: nothing to stream"
+        else:
+            kinds = {ScalarArg: "scalar", MatrixExtra: "matrix", VectorExtra: "vector"}
+            widest = max(bounds, key=lambda b: len(b.descs))
+            stages = []
+            for stage, b in zip(self.stages, bounds):
+                sh = b.plan.shape
+                stages.append(_stream.Stage(
+                    stage.muscle, (sh.north, sh.south, sh.east, sh.west), stage.border,
+                    lambda dt, c=stage.cval: cval_literal(c, dt), stage.out_dtype))
+            try:
+                splan = _stream.StreamPlan(
+                    stages, src.dtype,
+                    [_stream.Extra(kinds[type(d)], d.dtype, getattr(d, "weak", False))
+                     for d in widest.descs],
+                    big=src.size + 1 >= _INT_LIMIT, polish=self.stages[0].unroll_hints,
+                    max_reach=MAX_STREAM_REACH)
+                made = [b.out_dtype for b in bounds]
+                if list(splan.levels[1:]) != made:
+                    splan = f"the stages make {splan.levels[1:]} streamed, {made} staged"
+            except _stream.Unsupported as exc:
+                splan = str(exc)
+            except SkelpyError as exc:        # a muscle the streaming kernel cannot take
+                splan = f"{type(exc).__name__}: {exc}"
+        self._fused_plans[key] = (tuple(b.plan for b in bounds), splan)
+        return splan
+
+    def decision_plans(self, src: Matrix, extras: Sequence, iterations: int = 1):
+        """The fused and streamed plans a call decides among (:class:`DecisionPlans`), or why
+        it can only run staged (a str)."""
+        if src.size == 0:
+            return "an empty matrix"
+        fplan, splan = self.fused_plan(src, extras), self.stream_plan(src, extras)
+        out = fplan.out_dtype if not isinstance(fplan, str) else (
+            splan.out_dtype if not isinstance(splan, str) else None)
+        if iterations > 1 and out is not None and out != src.dtype:
+            return "repeating a sequence that changes the dtype"
+        if isinstance(fplan, str) and isinstance(splan, str):
+            return fplan if fplan == splan else f"fused: {fplan}; streamed: {splan}"
+        return DecisionPlans(None if isinstance(fplan, str) else fplan,
+                             None if isinstance(splan, str) else splan)
+
+    def _request(self, plans, src: Matrix, iterations: int, forced, rt, run=None):
         rows, cols = src.shape
         return tuner.TuningRequest(
-            skeleton="stencil", kernel_key=fplan.kernel_key, device=rt.device,
-            space=fplan.space(rt), features=fplan.features,
+            skeleton="stencil", kernel_key=plans.kernel_key, device=rt.device,
+            space=plans.space(rt), features=plans.features,
             dataset={"n": float(rows * cols), "rows": float(rows), "cols": float(cols),
-                     "dtype_size": float(fplan.in_dtype.itemsize),
+                     "dtype_size": float(plans.in_dtype.itemsize),
                      "iterations": float(iterations)},
-            forced=dict(forced) if forced else None, run=run, origin=self.origin)
+            forced=plans.complete(forced, rt.device), run=run, origin=self.origin)
 
     def _run_fused(self, src, extras, iterations, forced, rt, choice):
-        """The call through the tuner's fused-or-staged decision; None where it cannot fuse
-        and nothing forces it (the caller runs the stages)."""
-        fplan = self.fused_plan(src, extras)
-        if isinstance(fplan, str) or (iterations > 1 and fplan.out_dtype != src.dtype) \
-                or src.size == 0:
-            if forced is not None and int(forced.get("fuse", 0)) == 1:
-                why = fplan if isinstance(fplan, str) else (
-                    "repeating a sequence that changes the dtype" if src.size else
-                    "an empty matrix")
+        """The call through the tuner's staged, fused or streamed decision; None where only
+        staged is possible and nothing forces another (the caller runs the stages)."""
+        plans = self.decision_plans(src, extras, iterations)
+        want = int(forced.get("fuse", 0)) if forced is not None else 0
+        if isinstance(plans, str) or (want == 1 and plans.fused is None) \
+                or (want == 2 and plans.stream is None):
+            if want:
+                why = plans if isinstance(plans, str) else (
+                    self.fused_plan(src, extras) if want == 1 else
+                    self.stream_plan(src, extras))
+                how = "fused" if want == 1 else "streamed"
                 raise ParameterError(f"{self.origin}: params {dict(forced)}: this sequence "
-                                     f"cannot run fused ({why}); use fuse=0 or leave it out")
-            return None
-        forced = _with_tile(fplan, forced, rt)
+                                     f"cannot run {how} ({why}); use fuse=0 or leave it out")
+            if isinstance(plans, str):
+                return None
         bounds = self._bind_all(src, extras)
         rows, cols = src.shape
         note: dict = {}
 
         def run(point):
-            if not int(point["fuse"]):
+            how = int(point["fuse"])
+            if not how:
                 out, per_stage = self._run_stages(src, extras, iterations,
                                                   [None] * len(self.stages), rt, choice)
                 note["staged"] = per_stage
@@ -234,12 +314,17 @@ class StencilSequence:
             for b in bounds:
                 if choice is not None:
                     b.plan.check_device(rt)
+            out_dtype = plans.out_dtype
+            check_output(self.origin, src.shape, out_dtype, rt)
+            if how == 2:
+                return self._run_streamed(plans.stream, point, src, bounds, iterations, rt,
+                                          note)
+            fplan = plans.fused
             extra_args = [a for b in bounds for a in b.extra_args(rt)]
-            check_output(self.origin, src.shape, fplan.out_dtype, rt)
             cur, events, spare = src, [], None
             for _ in range(iterations):
                 dst = spare if spare is not None else empty_like_shape(src.shape,
-                                                                       fplan.out_dtype, rt)
+                                                                       out_dtype, rt)
                 events.append(fplan.launch(rt, point, dst.device_buffer(rt),
                                            cur.device_buffer(rt), rows, cols, extra_args))
                 dst.mark_device_written()
@@ -248,7 +333,7 @@ class StencilSequence:
             note["sizes"] = fplan.geometry(point, rows, cols)
             return cur, events
 
-        outcome = tuner.execute(self._fused_request(fplan, src, iterations, forced, rt, run))
+        outcome = tuner.execute(self._request(plans, src, iterations, forced, rt, run))
         if "staged" in note:
             self._record_staged(note["staged"], iterations)
             self.last_launch.decision = dict(outcome.params)
@@ -258,42 +343,68 @@ class StencilSequence:
                             list(outcome.refused), outcome.source)
         launch.iterations = iterations
         launch.fused = True
+        launch.streamed = int(outcome.params["fuse"]) == 2
         launch.decision = dict(outcome.params)
         self.last_launch = launch
         self.last_launches = [launch]
         return outcome.result
 
+    def _run_streamed(self, splan, point, src, bounds, iterations, rt, note):
+        """``iterations`` runs of the sequence as streaming passes of one cycle each."""
+        rows, cols = src.shape
+        widest = max(bounds, key=lambda b: len(b.descs))
+        tile = dict({k: point[k] for k in _stream.TILE_NAMES}, t=splan.n_stages)
+        bufs = [empty_like_shape(src.shape, splan.out_dtype, rt)]
+        bufs.append(empty_like_shape(src.shape, splan.out_dtype, rt) if iterations > 1
+                    else bufs[0])
+        _buf, k, events = splan.run(rt, tile, src.device_buffer(rt), rows, cols,
+                                    splan.n_stages * iterations, widest.extra_args(rt),
+                                    [b.device_buffer(rt) for b in bufs])
+        out = bufs[k]
+        out.mark_device_written()
+        geo = splan.geometry(tile, rows, cols)
+        note["sizes"] = (geo.global_size, geo.local_size)
+        return out, events
+
     def fused_decision(self, m, *extras, iterations: int = 1) -> dict | None:
-        """The point the tuner would run a call with (``fuse`` 1: fused), without running it;
-        None where the call cannot run fused."""
+        """The point the tuner would run a call with (``fuse`` 0: staged, 1: fused, 2:
+        streamed), without running it; None where the call can only run staged."""
         src = self.stages[0]._as_input(m)
-        fplan = self.fused_plan(src, extras)
-        if isinstance(fplan, str) or (iterations > 1 and fplan.out_dtype != src.dtype):
+        plans = self.decision_plans(src, extras, iterations)
+        if isinstance(plans, str):
             return None
         point, _source = tuner.choose_params(
-            self._fused_request(fplan, src, iterations, None, _rt.current()))
+            self._request(plans, src, iterations, None, _rt.current()))
         return dict(point)
 
     # -- source --------------------------------------------------------------------------------
     @checked_signature
     def source(self, m, *extras, params: Mapping | Sequence[Mapping | None] | None = None
                ) -> str:
-        """The OpenCL C a call with these arguments builds: fused, the one program (after a
-        comment ``/* fused: ... */``); staged, one program per stage in order, each as
-        ``Stencil.source`` shows it (after a comment naming the stage)."""
+        """The OpenCL C a call with these arguments builds: fused or streamed, the one program
+        (after a comment ``/* fused: ... */`` or ``/* streamed: ... */``); staged, one program
+        per stage in order, each as ``Stencil.source`` shows it (after a comment naming the
+        stage)."""
         fused_forced, stage_params = self._split_params(params)
         src = self.stages[0]._as_input(m)
         rt = _rt.current()
         if all(p is None for p in stage_params):
-            fplan = self.fused_plan(src, extras)
-            if not isinstance(fplan, str):
-                req = self._fused_request(fplan, src, 1, _with_tile(fplan, fused_forced, rt),
-                                          rt)
-                point, _source = tuner.choose_params(req)
-                if int(point["fuse"]):
+            plans = self.decision_plans(src, extras)
+            if not isinstance(plans, str):
+                point, _source = tuner.choose_params(
+                    self._request(plans, src, 1, fused_forced, rt))
+                if int(point["fuse"]) == 1:
+                    fplan = plans.fused
                     return (f"/* fused: {len(self.stages)} stages in one kernel, "
                             f"{self.origin} */\n"
                             + fplan.source.program_text(fplan.macros(point)))
+                if int(point["fuse"]) == 2:
+                    splan = plans.stream
+                    tile = dict({k: point[k] for k in _stream.TILE_NAMES}, t=splan.n_stages)
+                    return (f"/* streamed: {len(self.stages)} stages in one pass, "
+                            f"{self.origin} */\n"
+                            + splan.program.program_text(splan.macros(
+                                tile, splan.small(*src.shape))))
         texts = []
         cur = src
         for i, stage in enumerate(self.stages):
@@ -330,17 +441,20 @@ class StencilSequence:
         if params is None:
             return None, [None] * n
         if isinstance(params, Mapping):
-            fused = {k: v for k, v in params.items() if k in _fused.NAMES}
+            fused = {k: v for k, v in params.items() if k in NAMES}
             if fused:
-                rest = {k: v for k, v in params.items() if k not in _fused.NAMES}
+                rest = {k: v for k, v in params.items() if k not in NAMES}
                 if rest:
                     raise ParameterError(f"{self.origin}: params {dict(params)} mixes the "
-                                         f"fused decision ({', '.join(_fused.NAMES)}) with "
+                                         f"fused decision (fuse, fu_*, tb_*) with "
                                          "stage parameters; give one or the other")
-                if int(fused.get("fuse", 1)) == 1:
-                    fused.setdefault("fuse", 1)
-                else:
-                    fused = dict(_fused.STAGED)
+                guess = 2 if set(fused) & set(_stream.TILE_NAMES) else 1
+                how = fused.setdefault("fuse", guess)
+                if not isinstance(how, (int, np.integer)) or how not in (0, 1, 2):
+                    raise ParameterError(f"{self.origin}: params {dict(params)}: fuse is 0 "
+                                         "(staged), 1 (fused) or 2 (streamed)")
+                if not how:
+                    fused = {"fuse": 0}
                 return fused, [None] * n
             return None, [params] * n
         if isinstance(params, Sequence) and not isinstance(params, str) and len(params) == n:
@@ -348,10 +462,137 @@ class StencilSequence:
         raise ParameterError(f"{self.origin}: params must be a dict or a list of {n} dicts")
 
 
-def _with_tile(fplan, forced: dict | None, rt) -> dict | None:
-    """``{"fuse": 1}`` alone runs the tile a GPU starts from (:meth:`FusedPlan.best_tile`)."""
-    if forced is not None and int(forced.get("fuse", 0)) == 1 and not set(forced) - {"fuse"}:
-        tile = fplan.best_tile(rt.device)
-        if tile is not None:
-            return tile
-    return forced
+class _UnionSpace(ParamSpace):
+    """A space whose legal points lie in a few families (staged; fused with the fused tile;
+    streamed with the stream tile), each with its other parameters fixed: the grid walked is
+    the families' own grids, not the product of every parameter (over a million points)."""
+
+    def __init__(self, *args, families, **kwargs):
+        self._families = families        # (the fixed values, the parameters it varies)
+        super().__init__(*args, **kwargs)
+
+    def legal_points(self):
+        if self._points is None:
+            pts = []
+            for fixed, free in self._families:
+                for values in itertools.product(*(p.values for p in free)):
+                    pt = dict(fixed)
+                    pt.update(zip((p.name for p in free), values, strict=True))
+                    if self.is_legal(pt):
+                        pts.append(pt)
+            self._points = pts
+            self._index = {self.key(pt): i for i, pt in enumerate(pts)}
+        return self._points
+
+    def _complete(self, forced, filled):
+        best, best_d = None, math.inf
+        for fixed, free in self._families:
+            if any(k in forced and forced[k] != v for k, v in fixed.items()
+                   if k == "fuse"):
+                continue
+            open_ = [p for p in free if p.name not in forced]
+            for values in itertools.product(*(p.values for p in open_)):
+                cand = dict(filled)
+                cand.update({k: v for k, v in fixed.items() if k not in forced})
+                cand.update(zip((p.name for p in open_), values, strict=True))
+                if self.is_legal(cand):
+                    d = self.distance(cand, filled)
+                    if d < best_d:
+                        best, best_d = cand, d
+        return best
+
+
+class DecisionPlans:
+    """The fused and the streamed plan of a call (None where one does not apply) and the
+    tuner's space over staged (``fuse`` 0), fused (1, with the ``fu_*`` tile) and streamed
+    (2, with the ``tb_*`` tile; one pass per run of the sequence). The tile that does not
+    apply to a point holds fixed values, so every run is one point of the space."""
+
+    def __init__(self, fused, stream):
+        self.fused, self.stream = fused, stream
+        self.kernel_key = "+".join(p.kernel_key for p in (fused, stream) if p is not None)
+        base = fused if fused is not None else stream
+        self.features = dict(base.features, fused=1.0)
+        self.in_dtype = fused.in_dtype if fused is not None else stream.levels[0]
+        self.out_dtype = fused.out_dtype if fused is not None else stream.out_dtype
+        self._spaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def staged_point(self) -> dict:
+        point = {"fuse": 0}
+        if self.fused is not None:
+            point.update(_NO_FUSE)
+        if self.stream is not None:
+            point.update(_NO_STREAM)
+        return point
+
+    def stream_tile(self, dev) -> dict | None:
+        """The streamed point a GPU starts from (:meth:`StreamPlan.gpu_default`), None where
+        it is not legal on ``dev``."""
+        if self.stream is None:
+            return None
+        point = dict(self.staged_point(), fuse=2, **self.stream.gpu_default())
+        return point if self._legal(point, dev) else None
+
+    def _legal(self, p, dev) -> bool:
+        how = int(p["fuse"])
+        no_fuse = self.fused is None or all(p[k] == v for k, v in _NO_FUSE.items())
+        no_stream = self.stream is None or all(p[k] == v for k, v in _NO_STREAM.items())
+        if how == 0:
+            return no_fuse and no_stream
+        if how == 1:
+            return self.fused is not None and no_stream and self.fused.legal(p, dev)
+        if how == 2:
+            return self.stream is not None and no_fuse and self.stream.legal(
+                dict(p, t=self.stream.n_stages), dev)
+        return False
+
+    def default(self, dev) -> dict:
+        """The first guess: staged everywhere. On an H200 (2026-11-23, 4096^2, kernel time)
+        Canny streamed ran at 0.67x of staged and the separable Canny at 0.47x, the fused
+        tile at 0.73x and 1.12x (its best tile); on PoCL streamed 0.30x/0.50x. The tuner's
+        measuring modes try the fused and streamed points (:meth:`stream_tile`)."""
+        return self.staged_point()
+
+    def space(self, rt: _rt.Runtime) -> ParamSpace:
+        """Staged, fused or streamed: the tuner's space on ``rt``'s device (per runtime)."""
+        sp = self._spaces.get(rt)
+        if sp is not None:
+            return sp
+        dev = rt.device
+        ways = (0,) + ((1,) if self.fused is not None else ()) + \
+            ((2,) if self.stream is not None else ())
+        params = [Param("fuse", ways, numeric=False,
+                        doc="0: staged, 1: one fused kernel, 2: one streaming pass")]
+        extra_ok: tuple = ()
+        families = [(self.staged_point(), [])]
+        if self.fused is not None:
+            tile = [p for p in self.fused.space(rt).params if p.name != "fuse"]
+            params += tile
+            families.append((dict(self.staged_point(), fuse=1), tile))
+            extra_ok += ("fu_wc", "fu_wr", "fu_cr", "fu_cc")
+        if self.stream is not None:
+            tile = [p for p in self.stream.tile_params(rt, (self.stream.n_stages,))
+                    if p.name != "t"]
+            params += tile
+            families.append((dict(self.staged_point(), fuse=2), tile))
+            extra_ok += ("tb_wc", "tb_wr", "tb_rows")
+        sp = _UnionSpace(params, self.default(dev), lambda p: self._legal(p, dev),
+                         extra_values_ok=extra_ok, families=families)
+        self._spaces[rt] = sp
+        return sp
+
+    def complete(self, forced: dict | None, dev) -> dict | None:
+        """A forced decision as a whole point: the tile that does not apply at its fixed
+        values; ``{"fuse": 1}`` alone the fused tile a GPU starts from
+        (:meth:`FusedPlan.best_tile`), ``{"fuse": 2}`` alone the streamed one."""
+        if not forced:
+            return None
+        how = int(forced.get("fuse", 0))
+        point = self.staged_point()
+        if how == 1 and self.fused is not None:
+            tile = self.fused.best_tile(dev) if not set(forced) - {"fuse"} else None
+            point.update(tile or {})
+        elif how == 2 and self.stream is not None:
+            point.update(self.stream.gpu_default())
+        point.update(forced)
+        return point

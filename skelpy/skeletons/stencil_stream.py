@@ -5,10 +5,11 @@ bandwidth. A pass of ``kernels/stencil_stream.cl`` runs T stages while the inter
 stay on the chip (registers and local memory), so global memory sees each cell once per pass
 (see the .cl file for the layout, after AN5D's register streaming). ``Stencil(...)(m,
 iterations=N)`` uses it in passes of t time steps (:mod:`.stencil_temporal`). The plan also
-takes a cycle of different stages of one dtype; a fused ``StencilSequence`` runs through
-:mod:`.stencil_fused` instead, whose tiles keep a level per stage in its own dtype (float ->
-uint8 stages) with one barrier per stage rather than one per row (which PoCL runs 20-40x
-slower than single steps).
+takes a cycle of different stages, which may change the dtype from stage to stage (float32 ->
+int32 -> uint8): a ``StencilSequence`` streamed (``fuse=2``, :mod:`.stencil_sequence`) runs as
+one pass. Levels of different dtypes are held as 32-bit (64-bit where a level has 8 bytes)
+words with each level's bits, a stage's result turned into its dtype as a store turns it and
+read back as that dtype; the rings are then words and a work-item owns one column.
 
 The results equal the stages run one by one, bit for bit: the same muscle called on the same
 values, each intermediate value rounded to the storage type as a store rounds it, and each
@@ -86,6 +87,7 @@ class Stage:
     reach: tuple[int, int, int, int]
     border: str
     cval_literal: Callable[[np.dtype], str]
+    out_dtype: np.dtype | None = None     # the dtype it was given (None: the plan's)
 
 
 @dataclass(frozen=True)
@@ -119,16 +121,16 @@ class _StageInfo:
         return self.hold[0] + self.hold[1] + 1
 
 
-def _read_nb(north: int, south: int, east: int, west: int, clamp: bool) -> str:
-    """The read template of a window in private memory (clamped offsets when unknown)."""
+def _read_nb(north: int, south: int, east: int, west: int, clamp: bool,
+             conv: str = "") -> str:
+    """The read template of a window in private memory (clamped offsets when unknown);
+    ``conv``: the macro turning a word into the level's value (levels of mixed dtypes)."""
     if clamp:
         dr = f"clamp((int)({{i0}}), -{north}, {south})"
         dc = f"clamp((int)({{i1}}), -{west}, {east})"
     else:
         dr, dc = "((int)({i0}))", "((int)({i1}))"
-    return f"(({{ctype}}){{name}}[{dr} * {{name}}_p + {dc}])"
-
-
+    return f"(({{ctype}}){conv}({{name}}[{dr} * {{name}}_p + {dc}]))"
 
 
 def _lookup(values: Sequence, arg: str = "k") -> str:
@@ -148,13 +150,16 @@ def _cumulative(values: Sequence[int]) -> str:
 
 
 class StreamPlan:
-    """The streaming kernel of a cycle of stages over one dtype and one list of extras.
+    """The streaming kernel of a cycle of stages from ``dtype`` and one list of extras.
 
     Stage s of a pass applies ``stages[s % K]``; each stage takes the first extras its muscle
-    has parameters for. ``polish(typed muscle)`` may give a muscle's source rewritten (e.g.
-    with unroll hints). Raises :class:`Unsupported` when the stages cannot stream: a muscle
-    changes the dtype, reaches further than ``max_reach``, a border mode is unknown, or wrap
-    is mixed with other modes."""
+    has parameters for and makes its ``out_dtype`` (the plan's ``out_dtype`` where None, else
+    its muscle's); ``levels`` are the dtypes of a cycle (K + 1: the input, each stage's
+    result). A pass runs the cycle more than once only where it ends in the dtype it starts
+    in (``cycles``). ``polish(typed muscle)`` may give a muscle's source rewritten (e.g. with
+    unroll hints). Raises :class:`Unsupported` when the stages cannot stream: a single stage
+    changes the dtype, a stage reaches further than ``max_reach``, a border mode is unknown,
+    wrap is mixed with other modes, or the stages read an extra scalar as different dtypes."""
 
     kernel_name = "skelpy_stencil_stream"
     # PoCL runs the walk's round as a loop (SKP_TB_KEEP_LOOP): unrolled as on GPUs, a PoCL
@@ -178,18 +183,41 @@ class StreamPlan:
         self.dtype = dtype
         self.extras = tuple(extras)
         self.n_stages = len(stages)
-        self.itemsize = storage_dtype(dtype).itemsize
+        for st in stages:
+            north, south, east, west = (int(v) for v in st.reach)
+            if min(north, south, east, west) < 0:
+                raise Unsupported(f"reach {st.reach}")
+            if max(north, south, east, west) > max_reach:
+                raise Unsupported(f"reach {st.reach} beyond {max_reach}")
+        # the dtype of every level of a cycle: level k is stage k's input, level K the output
+        levels = [dtype]
+        for k, st in enumerate(stages):
+            given = st.out_dtype if st.out_dtype is not None else out_dtype
+            levels.append(self._specialise(k, st, levels[k], given, "")[0].out_dtype)
+        if self.n_stages == 1 and levels[1] != dtype:
+            raise Unsupported(f"the muscle turns {dtype} into {levels[1]}")
+        self.levels = tuple(levels)
+        #: whether a pass may run the cycle more than once (it ends in the dtype it starts in)
+        self.cycles = levels[-1] == levels[0]
+        self.out_dtype = levels[-1]
+        stores = [storage_c_type(dt) for dt in levels]
+        self.mixed = len(set(stores)) > 1
+        if self.mixed:
+            wide = any(storage_dtype(dt).itemsize > 4 for dt in levels)
+            word = "ulong" if wide else "uint"
+            self.itemsize = 8 if wide else 4
+        else:
+            word = storage_c_type(dtype)
+            self.itemsize = storage_dtype(dtype).itemsize
 
         typed, infos, calls = [], [], []
         cvals: dict[str, list[str]] = {}
         self.scalar_dtypes: dict[int, np.dtype] = {}
         for k, st in enumerate(stages):
             north, south, east, west = (int(v) for v in st.reach)
-            if min(north, south, east, west) < 0:
-                raise Unsupported(f"reach {st.reach}")
-            if max(north, south, east, west) > max_reach:
-                raise Unsupported(f"reach {st.reach} beyond {max_reach}")
-            tm, around, takes, clamp = self._specialise(k, st, dtype, out_dtype)
+            given = st.out_dtype if st.out_dtype is not None else out_dtype
+            tm, around, takes, clamp = self._specialise(
+                k, st, levels[k], given, f"SKP_TB_OFW_{stores[k]}" if self.mixed else "")
             typed.append(tm)
             for p, dt in tm.scalar_dtypes.items():
                 if self.scalar_dtypes.setdefault(p, dt) != dt:
@@ -220,11 +248,13 @@ class StreamPlan:
                     cvals.setdefault(storage_c_type(e.dtype), [])
                 else:
                     args.append(f"{name}, {name}_n")
-            calls.append(f"{tm.c_name}(" + ", ".join(
-                [f"skp_win + {north} * SKP_TB_WP + {west} + skp_m", "SKP_TB_WP", *args]) + ")")
+            call = f"{tm.c_name}(" + ", ".join(
+                [f"skp_win + {north} * SKP_TB_WP + {west} + skp_m", "SKP_TB_WP", *args]) + ")"
+            calls.append(f"SKP_TB_TOW_{stores[k + 1]}({call})" if self.mixed else call)
         self.infos = tuple(infos)
         self.typed = tuple(typed)
-        self.uses_fp64 = bool(any(tm.uses_fp64 for tm in typed) or dtype == np.float64 or any(
+        self.uses_fp64 = bool(any(tm.uses_fp64 for tm in typed)
+                              or any(dt == np.float64 for dt in levels) or any(
             e.dtype == np.float64 for e in self.extras if e.kind != "scalar"))
 
         decls = []
@@ -237,9 +267,13 @@ class StreamPlan:
                 decls.append(f"__global const {storage_c_type(e.dtype)}* restrict {name}")
                 if e.kind == "vector":
                     decls.append(f"const long {name}_n")
-        stype = storage_c_type(dtype)
-        cv_own = [st.cval_literal(dtype) if st.border == "constant" else f"(({stype})0)"
-                  for st in stages]
+        if self.mixed:      # each stage's constant as its level's word
+            cv_own = [f"SKP_TB_TOW_{stores[k]}({st.cval_literal(levels[k])})"
+                      if st.border == "constant" else "((SKP_ST)0)"
+                      for k, st in enumerate(stages)]
+        else:
+            cv_own = [st.cval_literal(dtype) if st.border == "constant" else f"(({word})0)"
+                      for st in stages]
         calls_expr = calls[0]
         for k in range(len(calls) - 1, 0, -1):
             calls_expr = f"(k) == {k} ? {calls[k]} : {calls_expr}"
@@ -247,8 +281,13 @@ class StreamPlan:
                            for info in infos])
         rings = [info.ring for info in infos]
         self.period = math.lcm(*rings)
-        header = [
-            f"#define SKP_ST {stype}",
+        header = [f"#define SKP_ST {word}"]
+        if self.mixed:
+            header += ["#define SKP_TB_MIXED 1", f"#define SKP_IN_ST {stores[0]}",
+                       f"#define SKP_OUT_ST {stores[-1]}",
+                       f"#define SKP_TB_IN(x) SKP_TB_TOW_{stores[0]}(x)",
+                       f"#define SKP_TB_OUT(w) SKP_TB_OFW_{stores[-1]}(w)"]
+        header += [
             f"#define SKP_IDX_T {'long' if big else 'int'}",
             f"#define SKP_TB_K {len(stages)}",
             f"#define SKP_TB_N(k) {_lookup([i.reach[0] for i in infos])}",
@@ -289,25 +328,28 @@ class StreamPlan:
                  .file("stencil_stream_common.cl")
                  .part(muscle_src, muscles=typed)
                  .file("stencil_stream.cl")
-                 .data(dtype, *(e.dtype for e in self.extras if e.kind != "scalar"))
+                 .data(*levels, *(e.dtype for e in self.extras if e.kind != "scalar"))
                  .build((self.kernel_name,)))
+        self.program = built
         self.source, self.kernel_key = built.text, built.key
         self.features = {k: float(v) for k, v in getattr(typed[0], "features", {}).items()}
         north, south, east, west = infos[0].reach
         self.features.update({
             "north": float(north), "south": float(south), "east": float(east),
             "west": float(west), "border": float(MODES[modes[0]]),
-            "n_extras": float(len(self.extras)), "in_dtype_size": float(self.itemsize),
-            "out_dtype_size": float(self.itemsize), "temporal": 1.0,
+            "n_extras": float(len(self.extras)),
+            "in_dtype_size": float(storage_dtype(levels[0]).itemsize),
+            "out_dtype_size": float(storage_dtype(levels[-1]).itemsize), "temporal": 1.0,
             "stages": float(len(stages))})
         # per runtime (weakly: a runtime that goes must not be mistaken for a new one at the
         # same address, which an id() key would)
         self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def _specialise(self, k: int, st: Stage, dtype, out_dtype):
-        """Stage k's muscle on a private window; extra matrices it reads off the cell are read
-        with the stage's border rule. Returns (typed muscle, extras read around the cell,
-        extras it takes, whether offsets are clamped)."""
+    def _specialise(self, k: int, st: Stage, dtype, out_dtype, conv: str):
+        """Stage k's muscle on a private window of level ``dtype`` (``conv``: the macro reading
+        a word as that level's value, for mixed levels); extra matrices it reads off the cell
+        are read with the stage's border rule. Returns (typed muscle, extras read around the
+        cell, extras it takes, whether offsets are clamped)."""
         mu = st.muscle
         north, south, east, west = (int(v) for v in st.reach)
         takes = max(mu.n_params - 1, 0)
@@ -316,9 +358,10 @@ class StreamPlan:
         c_name = f"skp_tb_muscle{k}"
 
         def kinds_for(clamp: bool, around: set) -> list:
-            kinds: list = [Accessor(dtype, 2, ("__private const {stype}* {name}",
-                                                "const int {name}_p"),
-                                    _read_nb(north, south, east, west, clamp),
+            ptr = "__private const SKP_ST* {name}" if conv else \
+                "__private const {stype}* {name}"
+            kinds: list = [Accessor(dtype, 2, (ptr, "const int {name}_p"),
+                                    _read_nb(north, south, east, west, clamp, conv),
                                     kind="neighbourhood")]
             for q, e in enumerate(self.extras[:takes]):
                 if e.kind == "scalar":
@@ -347,8 +390,6 @@ class StreamPlan:
         around = {p for p in matrices if tm.access_bounds.get(p) != ((0, 0), (0, 0))}
         if clamp or around:
             tm = mu.specialise(kinds_for(clamp, around), out_dtype=out_dtype, c_name=c_name)
-        if tm.out_dtype != dtype:
-            raise Unsupported(f"the muscle turns {dtype} into {tm.out_dtype}")
         return tm, around, takes, clamp
 
     @property
@@ -432,6 +473,10 @@ class StreamPlan:
             return False
         if t % self.n_stages:             # a pass starts and ends with a whole cycle of stages
             return False
+        if t > self.n_stages and not self.cycles:     # the cycle ends in another dtype
+            return False
+        if self.mixed and v > 1:          # levels held as words: one column per work-item
+            return False
         if v & (v - 1) or v * self.itemsize > MAX_VEC_BYTES:
             return False
         items = dev.max_work_item_sizes
@@ -454,7 +499,8 @@ class StreamPlan:
 
     def tile_params(self, rt: _rt.Runtime, t_values: Sequence[int]) -> list[Param]:
         """The tuner's parameters of a pass on ``rt``'s device (``t`` among ``t_values``)."""
-        vecs = tuple(v for v in VEC_VALUES if v * self.itemsize <= MAX_VEC_BYTES)
+        vecs = (1,) if self.mixed else tuple(v for v in VEC_VALUES
+                                             if v * self.itemsize <= MAX_VEC_BYTES)
         return [
             Param("t", tuple(t_values), doc="stages per pass"),
             Param("tb_wc", WC_VALUES, doc="work-items per stream along columns"),
@@ -475,6 +521,13 @@ class StreamPlan:
         narrow types, several columns each, read the ring (ptxas for sm_90 at t = 4: no
         stack frame or spills, 50-70 registers for heat, Gaussian 3x3 and Game of Life)."""
         v = 1       # wider vectors faulted on an H200 (see legal)
+        if self.mixed:
+            # Levels of mixed dtypes (Canny: float32 -> int32 -> uint8): with own columns in
+            # registers ptxas (sm_90) put 72-96 bytes of the rotated rows on the stack (Canny,
+            # the separable Canny); windows from the ring, the walk a loop: 55-56 registers,
+            # no stack frame, no spills (unrolled: 64-71 registers).
+            return {"tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": 1,
+                    "tb_ring": 1, "tb_unroll": 0, "tb_pre": 2}
         return {"tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": v,
                 "tb_ring": int(v > 1), "tb_unroll": 1, "tb_pre": 2}
 
@@ -526,6 +579,9 @@ class StreamPlan:
         if applications % self.n_stages or t % self.n_stages:
             raise ValueError(f"{self.n_stages} stages: {applications} applications and t={t} "
                              "must be multiples of it")
+        if not self.cycles and (t != self.n_stages or applications > t):
+            raise ValueError(f"stages from {self.levels[0]} to {self.levels[-1]}: one pass "
+                             "of one cycle")
         events = []
         cur, k = src, -1
         left = applications
