@@ -342,8 +342,10 @@ def main_new_device(args) -> int:
     t0 = time.perf_counter()
     # training (below, on the shipped data without the held-out kernels) has its share of
     # the budget, as in `skelpy tune`
+    kinds = args.kinds.split(",") if getattr(args, "kinds", None) else None
+    result["tune_kinds"] = kinds or "all"
     rep = budget.run(kit, dev, minutes=minutes, train=False, keep_for_training=True,
-                     progress=print)
+                     progress=print, kinds=kinds)
     tstore.get_store().flush(timeout=30)
     t_train = time.perf_counter()
     tuned = zero_shot.train(tstore.get_store(), dev.key, shipped=shipped_minus, base=zs_model)

@@ -8,9 +8,10 @@ Programs are swept round-robin with a growing number of points per scenario
 cut short still trains a model for each, and the rest of the time deepens them. Stencil
 spaces (about 1,600 points) are sampled, not exhausted: after the default, the untuned pick
 and the model's shortlist, points come in a random order fixed per kernel (every size of a
-program measures the same sample). Measurements already in the store are not taken again, so
-an interrupted run goes on where it stopped (the points this run swept are measured again,
-interleaved, at the end). What is left of the budget trains the model:
+program measures the same sample; on a CPU the points with the fewest cells per work-item
+first, which PoCL compiles in a fraction of the time). Measurements already in the store
+are not taken again, so an interrupted run goes on where it stopped (the points this run
+swept are measured again, interleaved, at the end). What is left of the budget trains the model:
 this device's scenarios with the shipped ones of other devices (``zero_shot.train``).
 """
 

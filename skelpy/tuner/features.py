@@ -70,6 +70,12 @@ def scenario_features(skeleton: str, device_features: Mapping[str, Any],
     out["ds_log2_elements"] = _log2(elements)
     size = _num(dataset.get("dtype_size", 4)) or 4.0
     out["ds_log2_bytes"] = _log2(elements * size)
+    cache = _num(device_features.get("dev_global_cache", device_features.get("global_cache")))
+    is_gpu = _num(device_features.get("dev_is_gpu", device_features.get("is_gpu", 1.0)))
+    if cache and not is_gpu:
+        # the data against the last-level cache: on a CPU an input that fits streams
+        # from cache and the launch's overheads decide
+        out["x_data_cache"] = out["ds_log2_bytes"] - _log2(cache)
     if space:
         # The legal limits of each parameter stand in for the kernel's max work-group size.
         for name, hi in (space.get("limits") or {}).items():
@@ -136,6 +142,36 @@ def cross_columns(scen: Mapping[str, float], cols: Mapping[str, np.ndarray]
         hr = scen["k_north"] + scen["k_south"]
         hc = scen["k_east"] + scen["k_west"]
         out["x_log2_halo"] = np.log2((tr + hr) * (tc + hc) / (tr * tc))
+        cache = scen.get("dev_global_cache", 0.0)
+        if cache > 0 and not scen.get("dev_is_gpu", 1.0):
+            size = scen.get("ds_dtype_size", 4.0) or 4.0
+            out["x_tile_cache"] = np.log2((tr + hr) * (tc + hc) * size / cache)
+    out.update(cpu_columns(scen, cols, out.get("x_log2_groups")))
+    return out
+
+
+def cpu_columns(scen: Mapping[str, float], cols: Mapping[str, np.ndarray],
+                groups: np.ndarray | None) -> dict[str, np.ndarray]:
+    """What a point means on a CPU, in units of the device (issue 16): PoCL runs a
+    work-group as a loop over its work-items and vectorises that loop along x, so the
+    work-items along x per SIMD width (``preferred_vector_width_float``) say whether the
+    vector lanes fill; an explicit vector width (Map's ``vw``) over the SIMD width; and the
+    work-groups per compute unit (PoCL hands whole groups to its threads). Relative to the
+    device's own queries, a point learnt on an AVX2 CPU carries to an AVX-512 one."""
+    out: dict[str, np.ndarray] = {}
+    if scen.get("dev_is_gpu", 1.0):       # GPUs' models keep the features they were checked with
+        return out
+    vec = float(scen.get("dev_pref_vec_float", 0.0))
+    if vec > 0:
+        lv = math.log2(vec)
+        along_x = cols.get("p_wg_c", cols.get("p_wg"))
+        if along_x is not None:
+            out["x_simd_fill"] = along_x - lv
+        if "p_vw" in cols:
+            out["x_vw_simd"] = cols["p_vw"] - lv
+    cu = float(scen.get("dev_compute_units", 0.0))
+    if groups is not None and cu > 0:
+        out["x_groups_per_cu"] = groups - math.log2(cu)
     return out
 
 

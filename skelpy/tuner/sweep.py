@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RefusedParameters
 from . import measure
+from .features import is_coarsening
 from .space import Point
 from .store import params_json
 
@@ -71,7 +72,8 @@ def ordered(call: Call, points: Sequence[Point], *, order: str = "predicted",
     """``points`` in the order a sweep measures them: the default, the untuned choice (the
     model's pick), the model's shortlist, then the rest by the model's predicted score
     (``order="predicted"``; without a model, nearest to the default first) or in a
-    deterministic random order (``order="sample"``: training data for ``skelpy tune``)."""
+    deterministic random order (``order="sample"``: training data for ``skelpy tune``; on a
+    CPU the points unrolled least come first, :func:`unroll_tier`)."""
     space = call.space
     want = {space.key(p): p for p in points}
     out: dict[tuple, Point] = {}
@@ -93,6 +95,8 @@ def ordered(call: Call, points: Sequence[Point], *, order: str = "predicted",
         rest = [p for kk, p in want.items() if kk not in out]
         rest.sort(key=space.key)
         random.Random(call.req.kernel_key).shuffle(rest)   # every size: the same sample
+        if device_kind(call) == "cpu":
+            rest.sort(key=unroll_tier)                     # stable: random within a tier
         for p in rest:
             take(p)
         return list(out.values())
@@ -103,6 +107,23 @@ def ordered(call: Call, points: Sequence[Point], *, order: str = "predicted",
     for p in rest:
         take(p)
     return list(out.values())
+
+
+# Tiers of a point's unrolling (the product of its coarsening factors) for a CPU's sampled
+# sweeps. PoCL compiles the muscle's body once per cell a work-item computes: a synthetic
+# stencil with a complex body built in 0.6-1.1 s at 1x1 cells, 2.1 s at 2x2 and 32 s at 4x4
+# (and ran 5x slower there), so a random sample spent most of ``skelpy tune``'s budget
+# compiling a few points that never win. Points of a lower tier come first.
+UNROLL_TIERS = (4, 16)
+
+
+def unroll_tier(point: Point) -> int:
+    """0 for points unrolled at most ``UNROLL_TIERS[0]`` times, 1 up to the next, ..."""
+    prod = 1
+    for name, v in point.items():
+        if is_coarsening(name) and isinstance(v, (int, float)) and not isinstance(v, bool):
+            prod *= max(int(v), 1)
+    return next((i for i, hi in enumerate(UNROLL_TIERS) if prod <= hi), len(UNROLL_TIERS))
 
 
 # -- building ahead ------------------------------------------------------------------------------
