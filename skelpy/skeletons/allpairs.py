@@ -204,6 +204,11 @@ class AllPairsPlan(Plan):
             Rule(lambda p: lx(p) > 1 or narrow_ok,
                  lambda p: "work-groups one work-item wide (tn = rn) are not offered on PoCL "
                            "(it aborts or hangs on some)"),
+            # PoCL 3.1 aborts the same way on some work-groups of two work-items (tm=8, tn=4,
+            # tk=4, rm=8, rn=2: 2 x 1), which killed a `skelpy tune` sweep
+            Rule(lambda p: lx(p) * ly(p) >= 4 or narrow_ok,
+                 lambda p: f"work-groups of {lx(p) * ly(p)} work-items are not offered on PoCL "
+                           "(it aborts on some)"),
         ]
         if generic:
             rules.append(one_of("local_rows", (0, 1)))
