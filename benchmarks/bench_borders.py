@@ -1,9 +1,12 @@
 """Border modes against ``nearest`` ("no slow corners"): what a new user gets for each mode.
 
     python -m benchmarks.bench_borders [--quick] [--sizes 512,1024,2048,4096]
-                                       [--cases heat,gauss3] [--tuning off,model] [--reps 5]
+                                       [--cases heat,gauss3,gauss5,log5] [--tuning off,model]
+                                       [--reps 5]
 
-Cases: heat (5-point, float32) and a 3x3 Gaussian (float32). For each case, size, tuning mode
+Cases (float32): heat (5-point) and a 3x3 Gaussian (reach 1), a 5x5 Gaussian (25 reads) and a
+5x5 Laplacian of Gaussian (13 reads; both reach 2, whose edge code folds twice). For each case,
+size, tuning mode
 (``off``: the skeleton's default launch point; ``model``: what the tuner's model picks, the
 default mode) and border mode (nearest, constant, wrap, reflect, mirror) it times one
 single-step call with OpenCL profiling events (minimum of repeats; the modes interleaved
@@ -49,7 +52,30 @@ def gauss3(nb):
             + np.float32(0.25) * nb[0, 0])
 
 
-CASES = {"heat": heat, "gauss3": gauss3}
+G5 = np.array([1, 4, 6, 4, 1], np.float32) / np.float32(16)
+LOG5 = np.array([[0, 0, -1, 0, 0], [0, -1, -2, -1, 0], [-1, -2, 16, -2, -1],
+                 [0, -1, -2, -1, 0], [0, 0, -1, 0, 0]], np.float32)
+
+
+def gauss5(nb):
+    acc = np.float32(0)
+    for dr in range(-2, 3):
+        row = np.float32(0)
+        for dc in range(-2, 3):
+            row += G5[dc + 2] * nb[dr, dc]
+        acc += G5[dr + 2] * row
+    return acc
+
+
+def log5(u):
+    return (np.float32(16) * u[0, 0]
+            - np.float32(2) * (u[-1, 0] + u[1, 0] + u[0, -1] + u[0, 1])
+            - (u[-1, -1] + u[-1, 1] + u[1, -1] + u[1, 1])
+            - (u[-2, 0] + u[2, 0] + u[0, -2] + u[0, 2]))
+
+
+CASES = {"heat": heat, "gauss3": gauss3, "gauss5": gauss5, "log5": log5}
+REACH = {"heat": 1, "gauss3": 1, "gauss5": 2, "log5": 2}
 
 
 def scipy_reference(case: str, a: np.ndarray, mode: str) -> np.ndarray | None:
@@ -60,15 +86,20 @@ def scipy_reference(case: str, a: np.ndarray, mode: str) -> np.ndarray | None:
     if case == "heat":
         w = np.array([[0, 1, 0], [1, -4, 1], [0, 1, 0]], np.float64) * float(ALPHA)
         w[1, 1] += 1.0
-    else:
+    elif case == "gauss3":
         w = np.outer([0.25, 0.5, 0.25], [0.25, 0.5, 0.25])
+    elif case == "gauss5":
+        w = np.outer(G5, G5).astype(np.float64)
+    else:
+        w = LOG5.astype(np.float64)
     return ndi.correlate(a.astype(np.float64), w, mode=mode, cval=0.0)
 
 
 def time_modes(case: str, m: sk.Matrix, reps: int) -> tuple[dict, dict, dict]:
     """Min device seconds of one call per border mode, the modes interleaved round by round
     (a shared machine's load then weighs on every mode alike), the points they ran, results."""
-    stencils = {mode: sk.Stencil(CASES[case], shape=1, border=mode) for mode in BORDERS}
+    stencils = {mode: sk.Stencil(CASES[case], shape=REACH[case], border=mode)
+                for mode in BORDERS}
     times, points, outs = {}, {}, {}
     for mode, st in stencils.items():          # the first call builds (and decides)
         outs[mode] = st(m)
@@ -115,7 +146,7 @@ def main(argv=None) -> dict:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="512^2 and 1024^2 only")
     ap.add_argument("--sizes", default=None, help="comma-separated square sizes")
-    ap.add_argument("--cases", default="heat,gauss3")
+    ap.add_argument("--cases", default="heat,gauss3,gauss5,log5")
     ap.add_argument("--tuning", default="off,model", help="tuning modes to compare in")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--out", default=None, help="results folder (default benchmarks/results)")

@@ -3,18 +3,20 @@ CPU and cupyx.scipy.ndimage on the GPU (when CuPy is importable).
 
     python benchmarks/bench_stencil.py [--quick] [--sizes 512,1024,2048,4096] [--sweep]
 
-Cases: Game of Life (uint8, wrap), heat (5-point float32, nearest), Gaussian 5x5 and 11x11
-(float32, reflect; 11x11 also as a StencilSequence of two 1-D stencils, the same algorithm as
-``scipy.ndimage.gaussian_filter``), Canny (Gaussian 5x5 >> Sobel magnitude >> non-maximum suppression >>
-threshold, float32), and two synthetic stencils of Table 6.3 ("simple" 20/10/20/10 and
-"complex" 1/10/30/30, north/south/east/west).
+Cases: Game of Life (uint8 and int32, wrap; ``--cases game_of_life`` runs both), heat (5-point
+float32, nearest), Gaussian 5x5 and 11x11 (float32, reflect; 11x11 also as a StencilSequence of
+two 1-D stencils, the same algorithm as ``scipy.ndimage.gaussian_filter``), Canny (Gaussian 5x5
+>> Sobel magnitude >> non-maximum suppression >> threshold, float32), and two synthetic stencils
+of Table 6.3 ("simple" 20/10/20/10 and "complex" 1/10/30/30, north/south/east/west).
 
 skelpy times are kernel times from OpenCL profiling events (minimum of repeats) at the
 parameters skelpy chooses by itself ("skelpy"), and the best of a small sweep of launch
 parameters ("skelpy best", what tuning can reach). The hand-written kernels are plain 2-D
 global-memory kernels with clamped/wrapped indices at a fixed 2-D work-group. scipy/cupyx are
-wall/event times of the equivalent call. The 5-point float32 stencil's bandwidth (8 bytes per
-cell) is reported against a plain buffer copy measured in the same run.
+wall/event times of the equivalent call. Every single stencil's bandwidth (its input read and
+its output written once per cell) is reported against a plain buffer copy measured in the same
+run: ``skelpy %copy`` at skelpy's own choice, ``%copy`` at the sweep's best point (on GPUs the
+Game of Life cases sweep more vector-path points, SWEEP_GOL_GPU).
 Results: a table on stdout and ``benchmarks/results/stencil-<device>.json``.
 """
 
@@ -163,17 +165,71 @@ inline int clampi(int x, int n) { return x < 0 ? 0 : (x >= n ? n - 1 : x); }
 inline int wrapi(int x, int n) { return x < 0 ? x + n : (x >= n ? x - n : x); }
 inline int refl(int x, int n) { return x < 0 ? -x - 1 : (x >= n ? 2 * n - 1 - x : x); }
 
-__kernel void life(__global const uchar* restrict in, __global uchar* restrict out,
-                   const int rows, const int cols)
-{
-    const int c = get_global_id(0), r = get_global_id(1);
-    if (r >= rows || c >= cols) return;
-    const int rn = wrapi(r - 1, rows), rs = wrapi(r + 1, rows);
-    const int cw = wrapi(c - 1, cols), ce = wrapi(c + 1, cols);
-    const int n = in[IDX(rn, cw)] + in[IDX(rn, c)] + in[IDX(rn, ce)] + in[IDX(r, cw)]
-                + in[IDX(r, ce)] + in[IDX(rs, cw)] + in[IDX(rs, c)] + in[IDX(rs, ce)];
-    out[IDX(r, c)] = (n == 3) | ((n == 2) & (in[IDX(r, c)] == 1));
+#define LIFE(NAME, T)                                                                \
+__kernel void NAME(__global const T* restrict in, __global T* restrict out,             \
+                   const int rows, const int cols)                                      \
+{                                                                                       \
+    const int c = get_global_id(0), r = get_global_id(1);                               \
+    if (r >= rows || c >= cols) return;                                                \
+    const int rn = wrapi(r - 1, rows), rs = wrapi(r + 1, rows);                         \
+    const int cw = wrapi(c - 1, cols), ce = wrapi(c + 1, cols);                         \
+    const int n = in[IDX(rn, cw)] + in[IDX(rn, c)] + in[IDX(rn, ce)] + in[IDX(r, cw)]   \
+                + in[IDX(r, ce)] + in[IDX(rs, cw)] + in[IDX(rs, c)] + in[IDX(rs, ce)];  \
+    out[IDX(r, c)] = (n == 3) | ((n == 2) & (in[IDX(r, c)] == 1));                      \
 }
+LIFE(life, uchar)
+LIFE(life_i32, int)
+
+/* A tuned Game of Life, the bound skelpy's generated code is measured against: 4 x 4 cells per
+ * work-item from a 6 x 6 register window (vector loads in the interior), each column's
+ * three-cell sum computed once and shared by the row's cells (8 adds per cell become ~4). */
+#define LIFE44(NAME, T, T4)                                                             \
+__kernel void NAME(__global const T* restrict in, __global T* restrict out,             \
+                   const int rows, const int cols)                                      \
+{                                                                                       \
+    const int c0 = 4 * (int)get_global_id(0), r0 = 4 * (int)get_global_id(1);          \
+    if (r0 >= rows || c0 >= cols) return;                                              \
+    const bool inner = r0 >= 1 && c0 >= 1 && r0 + 5 <= rows && c0 + 5 <= cols         \
+                       && (cols & 3) == 0;                                              \
+    int w[6][6];                                                                        \
+    _Pragma("unroll")                                                                   \
+    for (int i = 0; i < 6; ++i) {                                                       \
+        const int rr = wrapi(min(r0 - 1 + i, rows), rows);                              \
+        __global const T* row = in + (size_t)rr * cols;                                 \
+        if (inner) {                                                                    \
+            const T4 v = vload4(0, row + c0);                                           \
+            w[i][0] = row[c0 - 1]; w[i][1] = v.s0; w[i][2] = v.s1;                      \
+            w[i][3] = v.s2; w[i][4] = v.s3; w[i][5] = row[c0 + 4];                      \
+        } else {                                                                        \
+            _Pragma("unroll")                                                           \
+            for (int j = 0; j < 6; ++j)                                                 \
+                w[i][j] = row[wrapi(min(c0 - 1 + j, cols), cols)];                      \
+        }                                                                               \
+    }                                                                                   \
+    _Pragma("unroll")                                                                   \
+    for (int k = 0; k < 4; ++k) {                                                       \
+        if (r0 + k >= rows) break;                                                     \
+        int s[6];                                                                       \
+        _Pragma("unroll")                                                               \
+        for (int j = 0; j < 6; ++j)                                                     \
+            s[j] = w[k][j] + w[k + 1][j] + w[k + 2][j];                                 \
+        T res[4];                                                                       \
+        _Pragma("unroll")                                                               \
+        for (int m = 0; m < 4; ++m) {                                                   \
+            const int ctr = w[k + 1][m + 1];                                            \
+            const int n = s[m] + s[m + 1] + s[m + 2] - ctr;                             \
+            res[m] = (n == 3) | ((n == 2) & (ctr == 1));                                \
+        }                                                                               \
+        __global T* o = out + (size_t)(r0 + k) * cols + c0;                             \
+        if (inner)                                                                      \
+            vstore4(vload4(0, res), 0, o);                                              \
+        else                                                                            \
+            for (int m = 0; m < 4 && c0 + m < cols; ++m)                                \
+                o[m] = res[m];                                                          \
+    }                                                                                   \
+}
+LIFE44(life44, uchar, uchar4)
+LIFE44(life44_i32, int, int4)
 
 __kernel void heat(__global const float* restrict in, __global float* restrict out,
                    const int rows, const int cols)
@@ -281,8 +337,13 @@ def build_cases():
     cases = {
         "game_of_life": dict(
             make=lambda: sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8),
-            dtype=np.uint8, hand="life", scipy=scipy_life,
-            cupy=lambda x, cnd: _cupy_life(x, cnd)),
+            dtype=np.uint8, binary=True, hand="life", hand_tuned="life44", scipy=scipy_life,
+            cupy=lambda x, cnd: _cupy_life(x, cnd), sweep=SWEEP_GOL_GPU),
+        "game_of_life_int32": dict(
+            make=lambda: sk.Stencil(life, shape=1, border="wrap", out_dtype=np.int32),
+            dtype=np.int32, binary=True, hand="life_i32", hand_tuned="life44_i32",
+            scipy=lambda g: scipy_life(g).astype(np.int32),
+            cupy=lambda x, cnd: _cupy_life(x, cnd).astype(_cp().int32), sweep=SWEEP_GOL_GPU),
         "heat_5pt": dict(
             make=lambda: sk.Stencil(heat, shape=1, border="nearest"), dtype=np.float32,
             hand="heat", scipy=lambda a: ndi.correlate(a, five, mode="nearest"),
@@ -343,9 +404,9 @@ def _cupy_life(x, cnd):
     return ((n == 3) | ((n == 2) & (x == 1))).astype(cp.uint8)
 
 
-def sample(dtype, size, rng):
-    if np.dtype(dtype) == np.uint8:
-        return (rng.random((size, size)) < 0.3).astype(np.uint8)
+def sample(dtype, size, rng, binary=False):
+    if binary:
+        return (rng.random((size, size)) < 0.3).astype(dtype)
     return rng.random((size, size), dtype=np.float32)
 
 
@@ -357,6 +418,15 @@ SWEEP_GPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=lo, vec=1)
              for cr in (1, 2, 4)] + [
     dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=0, vec=4)
     for (r, c) in ((8, 32), (2, 64), (4, 64), (1, 128)) for cr in (1, 2, 4)]
+# Game of Life (integer, ALU-heavy: 8 adds and 3 compares per cell) on GPUs: the vector path's
+# register window at every row coarsening and vector width, wider groups; more cells per
+# work-item share more of the window's loads (cr=4, vec=4: 2.25 loads per cell against 4 at
+# cr=2, vec=2; clang's NVPTX proxy: 15.6 against 19.8 integer ops per cell).
+SWEEP_GOL_GPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=0, vec=v)
+                 for (r, c) in ((4, 32), (4, 64), (8, 32), (2, 128), (1, 256), (8, 64))
+                 for cr in (1, 2, 4, 8) for v in (2, 4)]
+#: --cases names that stand for several cases
+CASE_GROUPS = {"game_of_life": ("game_of_life", "game_of_life_int32")}
 SWEEP_CPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=cc, local=0, vec=1)
              for (r, c) in ((4, 64), (1, 64), (8, 32), (4, 16), (16, 16), (1, 256))
              for cr, cc in ((1, 1), (2, 1), (2, 2))] + [
@@ -380,8 +450,11 @@ def time_skelpy(st, m, reps, params=None):
 _KERNELS: dict[str, cl.Kernel] = {}
 
 
-def time_hand(rt, prg, name, host, reps, lsize):
+def time_hand(rt, prg, name, host, reps, lsize, per_item=(1, 1)):
+    """Min kernel seconds of hand kernel ``name``; each work-item computes ``per_item``
+    (columns, rows) cells."""
     rows, cols = host.shape
+    cols_i, rows_i = -(-cols // per_item[0]), -(-rows // per_item[1])
     mf = cl.mem_flags
     ib = cl.Buffer(rt.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host)
     ob = cl.Buffer(rt.context, mf.READ_WRITE, host.nbytes)
@@ -389,7 +462,7 @@ def time_hand(rt, prg, name, host, reps, lsize):
     if k is None:
         k = _KERNELS[name] = cl.Kernel(prg, name)
     k.set_args(ib, ob, np.int32(rows), np.int32(cols))
-    g = (-(-cols // lsize[0]) * lsize[0], -(-rows // lsize[1]) * lsize[1])
+    g = (-(-cols_i // lsize[0]) * lsize[0], -(-rows_i // lsize[1]) * lsize[1])
     secs = time_events(lambda: cl.enqueue_nd_range_kernel(rt.queue, k, g, lsize),
                        reps=reps, warmup=2)
     out = np.empty_like(host)
@@ -499,7 +572,8 @@ def main(argv=None) -> dict:
     print(f"device: {dev.name} ({dev.kind}, {dev.platform}); copy bandwidth "
           f"{copy_bw / 1e9:.1f} GB/s (read + write)")
     cases = build_cases()
-    names = list(cases) if args.cases == "all" else args.cases.split(",")
+    names = list(cases) if args.cases == "all" else list(dict.fromkeys(
+        n for name in args.cases.split(",") for n in CASE_GROUPS.get(name, (name,))))
     sweep = [] if args.no_sweep else (SWEEP_GPU if gpu else SWEEP_CPU)
     if args.quick:
         sweep = sweep[:: max(1, len(sweep) // 6)]
@@ -510,13 +584,14 @@ def main(argv=None) -> dict:
         case = cases[name]
         st = case["make"]()
         for size in sizes:
-            host = sample(case["dtype"], size, rng)
+            host = sample(case["dtype"], size, rng, case.get("binary", False))
             m = sk.Matrix(host)
             t_sk, p_sk = time_skelpy(st, m, reps)
             row = {"case": name, "size": size, "skelpy_ms": t_sk * 1e3}
             t_best, p_best = t_sk, p_sk
             if sweep and not isinstance(st, sk.StencilSequence) and size <= sweep_max:
-                for p in sweep:
+                extra = case.get("sweep", []) if gpu else []
+                for p in sweep + [q for q in extra if q not in sweep]:
                     try:
                         t, _ = time_skelpy(st, m, max(1, reps // 2), params=p)
                     except sk.SkelpyError:
@@ -530,6 +605,11 @@ def main(argv=None) -> dict:
                 row["hand_ms"] = t_h * 1e3
                 row["skelpy/hand"] = t_sk / t_h
                 row["agree"] = bool(np.allclose(got, ref, atol=1e-3, rtol=1e-4))
+            if case.get("hand_tuned"):
+                t_ht, ref = time_hand(rt, prg, case["hand_tuned"], host, reps,
+                                      (64, 4) if gpu else (16, 4), per_item=(4, 4))
+                row["tuned_hand_ms"] = t_ht * 1e3
+                row["agree"] = bool(row.get("agree", True) and np.array_equal(got, ref))
             if ndi is not None and case["scipy"] is not None and not args.no_scipy and \
                     (size <= 2048 or not args.quick):
                 t_sp = time_wall(lambda case=case, host=host: case["scipy"](host),
@@ -545,18 +625,25 @@ def main(argv=None) -> dict:
                 t_cp = time_cupy(lambda x, case=case: case["cupy"](x, cnd), x, reps)
                 row["cupy_ms"] = t_cp * 1e3
                 row["cupy/skelpy"] = t_cp / t_sk
-            if name == "heat_5pt":
-                moved = 2.0 * host.nbytes
+            if not isinstance(st, sk.StencilSequence):
+                # one read of the input and one write of the output per cell: the copy bound
+                moved = float(host.nbytes + got.nbytes)
                 row["GB/s"] = moved / t_sk / 1e9
                 row["best GB/s"] = moved / t_best / 1e9
+                row["skelpy %copy"] = 100.0 * moved / t_sk / copy_bw
                 row["%copy"] = 100.0 * moved / t_best / copy_bw
+                if "tuned_hand_ms" in row:
+                    row["tuned hand %copy"] = 100.0 * moved / (row["tuned_hand_ms"] * 1e-3) \
+                        / copy_bw
             rows.append(row)
             details.append({**row, "params": p_sk, "best_params": p_best})
-            print(f"  {name} {size}^2: skelpy {t_sk * 1e3:.3f} ms, best {t_best * 1e3:.3f} ms "
-                  f"{p_best}", flush=True)
+            pct = (f" ({row['skelpy %copy']:.0f}% / {row['%copy']:.0f}% of copy)"
+                   if "%copy" in row else "")
+            print(f"  {name} {size}^2: skelpy {t_sk * 1e3:.3f} ms {p_sk}, best "
+                  f"{t_best * 1e3:.3f} ms {p_best}{pct}", flush=True)
     cols = ["case", "size", "skelpy_ms", "skelpy_best_ms", "hand_ms", "skelpy/hand",
             "scipy_ms", "scipy_sep_ms", "scipy/skelpy", "cupy_ms", "cupy/skelpy", "GB/s",
-            "best GB/s", "%copy", "agree"]
+            "best GB/s", "skelpy %copy", "%copy", "tuned_hand_ms", "tuned hand %copy", "agree"]
     present = [c for c in cols if any(c in r for r in rows)]
     print_table(rows, present, title=f"Stencil benchmarks on {dev.name} (kernel times, "
                 f"min of {reps})")

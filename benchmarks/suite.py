@@ -16,9 +16,9 @@ one part's device state cannot colour the next one's timings):
     tuner_eval            [Cummins 2018]'s tuner evaluation (ch. 7) (opt-in: --only tuner_eval)
     temporal              iterated stencils in passes of t steps vs single steps, GCell-steps/s
                           beside the copy bound (opt-in: --only temporal; bench_temporal.py)
-    borders               each border mode's default single step against nearest's, heat and
-                          a 3x3 Gaussian, tuning off and model (opt-in: --only borders;
-                          bench_borders.py)
+    borders               each border mode's default single step against nearest's, heat,
+                          3x3 and 5x5 Gaussians and a 5x5 LoG, tuning off and model (opt-in:
+                          --only borders; bench_borders.py)
     sequence              stencil sequences fused into one kernel vs staged (Canny: Gaussian ->
                           Sobel -> NMS), bitwise checked (opt-in: --only sequence;
                           bench_sequence.py)

@@ -66,7 +66,7 @@ def _local_restrict_params(source: str) -> list[str]:
     return params
 
 
-@pytest.mark.parametrize("name", ["stencil_stream.cl", "stencil_fused.cl"])
+@pytest.mark.parametrize("name", sorted(p.name for p in KERNELS.glob("*.cl")))
 def test_local_memory_shared_across_work_items_is_not_restrict(name):
     # work-items trade values through these buffers across barriers; `restrict` would tell the
     # compiler that no other work-item writes them (the bug above)

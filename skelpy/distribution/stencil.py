@@ -61,6 +61,7 @@ WINDOW = ("-DSKP_ROW_WINDOW=1",)
 # H200 heat 4096^2/16384^2 lost ~150-190 us per round of 4 steps against half of one GPU's
 # time (bench_multidev/bench_mpi, 2026-11-23); PoCL CPU devices, a guess.
 ROUND_LATENCY_GPU = 150e-6
+WHOLE_MIN_ROWS = 1024            # parts this tall take the whole matrix's point (_whole_point)
 ROUND_LATENCY_CPU = 400e-6
 
 
@@ -409,12 +410,31 @@ class _Job:
 
         dataset = {"n": float(part.rows * self.cols), "rows": float(part.rows),
                    "cols": float(self.cols), "dtype_size": float(plan.in_dtype.itemsize)}
-        outcome = skel._run_tuned(plan, rt, dataset, self.forced, run)
+        outcome = skel._run_tuned(plan, rt, dataset, self._whole_point(rt, part) or self.forced,
+                                  run)
         self.points[rank] = dict(outcome.params)
         self.launches.setdefault(rank, []).append(_rt.Launch(
             skel.kind, dict(outcome.params), info["g"], info["l"], list(outcome.events),
             list(outcome.refused), outcome.source))
         return outcome.events[-1] if outcome.events else None
+
+    def _whole_point(self, rt, part) -> dict | None:
+        """Where nothing is forced and the tuner does not measure (``model``/``off``): the
+        point it would take for the whole matrix on this device, for a part of at least
+        ``WHOLE_MIN_ROWS`` rows (a big part is the same kernel over fewer rows; the model's
+        separate decision for it can be worse: on 2 x H200 a Gaussian 11x11 at 8192^2 ran its
+        4101-row parts in 0.600 ms at the part's point, 0.572 ms at the whole matrix's, 1.88x
+        vs 1.96x over one device). None: decide for the part as usual."""
+        if self.forced or part.rows < WHOLE_MIN_ROWS or tuner.get_mode() not in ("model", "off"):
+            return None
+        plan = self.plan
+        req = tuner.TuningRequest(
+            skeleton=self.skel.kind, kernel_key=plan.kernel_key, device=rt.device,
+            space=plan.space(rt), features=plan.features, origin=self.skel.origin,
+            dataset={"n": float(self.rows * self.cols), "rows": float(self.rows),
+                     "cols": float(self.cols), "dtype_size": float(plan.in_dtype.itemsize)})
+        point, _source = tuner.choose_params(req)
+        return dict(point)
 
     def _repeat(self, rank: int, rt, point: dict, part, dst, a: int, b: int):
         """A launch at device ``rank``'s settled point: kernel, sizes and arguments prepared

@@ -120,7 +120,7 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
                              __global const SKP_IN_ST* restrict in,
                              const int rows, const int cols
 #if SKP_LOCAL
-                             , __local SKP_IN_ST* restrict tile
+                             , __local SKP_IN_ST* tile
 #endif
                              SKP_WINDOW_DECL SKP_EXTRA_DECL)
 {
@@ -153,7 +153,7 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
             const int gr = min(r0 - SKP_N + t, rows - 1 + SKP_S);
             for (int u = lc; u < skp_pitch; u += wgc)
                 tile[t * skp_pitch + u] = SKP_BORDER_READ(
-                    in, gr, min(c0 - SKP_W + u, cols - 1 + SKP_E), rows, cols, SKP_CVAL_IN);
+                    in, gr, min(c0 - SKP_W + u, cols - 1 + SKP_E), rows, cols, SKP_IN_ST);
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);

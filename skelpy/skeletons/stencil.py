@@ -415,6 +415,9 @@ class Stencil(Skeleton):
         ]
         for st, dt in cvals.items():
             header.append(f"#define SKP_CVAL_{st} {cval_literal(self.cval, dt)}")
+            if self.border == "constant":     # SKP_BORDER_READ's choice (stencil_common.cl)
+                header.append(f"static inline {st} skp_pick_{st}(const int inside, const {st} v)"
+                              f" {{ return inside ? v : SKP_CVAL_{st}; }}")
         header.append(f"#define SKP_CVAL_IN SKP_CVAL_{storage_c_type(in_dtype)}")
 
         source = (SourceBuilder("stencil")

@@ -49,7 +49,7 @@ def nb_input(dtype, edge: bool) -> Accessor:
          "const int {name}_r", "const int {name}_c", "const int {name}_rows",
          "const int {name}_cols"),
         "(({ctype})SKP_READ_EDGE_IN({name}, {name}_p, {name}_r, {name}_c, {name}_rows, "
-        "{name}_cols, SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood", bounds=NB_BOUNDS)
+        "{name}_cols, {stype}, {i0}, {i1}))", kind="neighbourhood", bounds=NB_BOUNDS)
 
 
 def nb_extra(dtype, edge: bool) -> Accessor:
@@ -63,7 +63,7 @@ def nb_extra(dtype, edge: bool) -> Accessor:
         ("__global const {stype}* {name}", "const int {name}_r", "const int {name}_c",
          "const int {name}_rows", "const int {name}_cols"),
         "(({ctype})SKP_READ_EDGE({name}, {name}_r, {name}_c, {name}_rows, {name}_cols, "
-        "SKP_CVAL_{stype}, {i0}, {i1}))", kind="neighbourhood", bounds=NB_BOUNDS)
+        "{stype}, {i0}, {i1}))", kind="neighbourhood", bounds=NB_BOUNDS)
 
 
 @dataclass(frozen=True)

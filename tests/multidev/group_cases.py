@@ -571,3 +571,18 @@ def test_suite_runs_the_multidev_part_by_itself_on_a_group(tmp_path, monkeypatch
     assert 0 <= heat["exchange_fraction"] < 1 and 0 <= heat["stall_fraction"] < 1
     md = (tmp_path / "RESULTS.md").read_text()
     assert "### Several devices" in md and "| heat | 128x128 | 2 |" in md
+
+
+def test_tall_parts_run_at_the_whole_matrix_point():
+    # parts of >= 1024 rows take the point the tuner's model gives the whole matrix (model
+    # mode); the result is the single device's, bit for bit
+    from skelpy.distribution import stencil as dstencil
+
+    rows = dstencil.WHOLE_MIN_ROWS * ranks() + 3
+    a = np.random.default_rng(21).random((rows, 9), dtype=np.float32)
+    st = sk.Stencil(lambda nb: nb[-1, 0] + 0.5 * nb[0, 1] - nb[1, -1], border="reflect")
+    ref = one_device(lambda: st(a).to_numpy())
+    with sk.tuning("model"):
+        got = st(a)
+    np.testing.assert_array_equal(got.to_numpy(), ref)
+    assert {ln.source for ln in st.last_launch.per_device} == {"forced"}

@@ -1,0 +1,51 @@
+"""Game of Life (int32 and uint8, wrap) through the vector path's larger register windows
+(rows coarsened by 2-8, vectors of 2 and 4) under the oclgrind simulator: bit for bit against
+NumPy, no invalid access, at sizes smaller than a work-item's window and not multiples of it
+(the interior groups' vector loads, aligned and unaligned rows, and the edge groups' wrap)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from oclgrind_support import STRICT_MARKERS, run_under_oclgrind
+
+SCRIPT = textwrap.dedent('''
+    import numpy as np
+    import skelpy as sk
+
+    assert "oclgrind" in sk.current_device().platform.lower(), sk.current_device()
+    rng = np.random.default_rng(5)
+
+    def life(nb):
+        n = (nb[-1, -1] + nb[-1, 0] + nb[-1, 1] + nb[0, -1] + nb[0, 1]
+             + nb[1, -1] + nb[1, 0] + nb[1, 1])
+        return (n == 3) | ((n == 2) & (nb[0, 0] == 1))
+
+    def ref(g):
+        p = np.pad(g.astype(np.int64), 1, mode="wrap")
+        r, c = g.shape
+        n = sum(p[i:i + r, j:j + c] for i in range(3) for j in range(3)) - g
+        return ((n == 3) | ((n == 2) & (g == 1))).astype(g.dtype)
+
+    checked = 0
+    points = [{"local": 0, "wg_r": 2, "wg_c": 4, "cr": 4, "cc": 1, "vec": 4},
+              {"local": 0, "wg_r": 1, "wg_c": 8, "cr": 8, "cc": 1, "vec": 2}]
+    for dt in (np.int32, np.uint8):
+        st = sk.Stencil(life, shape=1, border="wrap", out_dtype=dt)
+        for shape in [(1, 1), (3, 7), (21, 34), (19, 48), (21, 37)]:
+            g = (rng.random(shape) < 0.4).astype(dt)
+            want = ref(g)
+            for p in points:
+                got = st(g, params=p).to_numpy()
+                assert got.dtype == dt and np.array_equal(got, want), (dt, shape, p)
+                checked += 1
+    print("LIFE-OCLGRIND-OK", checked)
+''')
+
+
+@pytest.mark.oclgrind
+@pytest.mark.slow
+def test_life_vector_windows_under_oclgrind(tmp_path):
+    run_under_oclgrind(tmp_path, "life_oclgrind.py", SCRIPT, "LIFE-OCLGRIND-OK",
+                       markers=STRICT_MARKERS)
