@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from ..containers import Container, Matrix, MatrixRow, Vector
+from ..dtypes import SUPPORTED_DTYPES
 from . import chains, expression, inputs, ops, reductions, stencils, views
 from .graph import as_operand
 
@@ -55,7 +56,9 @@ def _operands(values) -> list | None:
 
 
 _CONTAINERS = frozenset({Vector, Matrix})
-_PLAIN = _CONTAINERS | {bool, int, float}
+#: operand types taken as they are (``as_operand`` returns them unchanged): containers,
+#: Python scalars and NumPy scalars of a supported dtype
+_PLAIN = _CONTAINERS | {bool, int, float} | {np.dtype(d).type for d in SUPPORTED_DTYPES}
 
 
 class ArrayBackend:
@@ -125,7 +128,8 @@ class ArrayBackend:
     def ufunc(self, ufunc, method, inputs, kwargs):
         name = ops.BY_UFUNC.get(ufunc)
         if method == "__call__" and name is not None and not kwargs:
-            operands = _operands(inputs)
+            operands = list(inputs) if all(type(x) in _PLAIN for x in inputs) else \
+                _operands(inputs)
             if operands is not None:
                 return expression.apply(name, operands)
         if method == "reduce" and name in ("add", "multiply", "minimum", "maximum") \
