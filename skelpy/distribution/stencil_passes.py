@@ -30,12 +30,14 @@ PREPARED_KEPT = 1024
 
 
 # A device's part is a fraction of the matrix the tuner's data describes, and a pass whose
-# streams are too few leaves a GPU idle: on an H200, heat 2048 x 4096 (half of 4096^2) ran a
-# pass in 105 us with 128 rows per stream (512 work-groups), 78 us with 32 (2048); 8192 x
-# 16384 was best at 128 (8192 work-groups) and lost with 64 or 256. So where the point is the
-# model's or the default (not measured, not forced), rows per stream are lowered until the
-# pass has about 60 work-groups of 128 items per compute unit, or to the fewest rows.
-MIN_ITEMS_PER_CU = 60 * 128
+# streams are too few leaves a GPU idle: on an H200 (132 compute units), heat 2048 x 4096
+# (half of 4096^2) ran a pass in 105 us with 128 rows per stream (512 work-groups of 128), 81
+# us with 64 (1024), 78 us with 32 (2048); 4096^2 146 us at 128 (1024 work-groups), 130 us at
+# 64 and 32; 8192 x 16384 was best at 128 (8192 work-groups) and lost with 64 or 256. So where
+# the point is the model's or the default (not measured, not forced), rows per stream are
+# lowered until the pass has 16 work-groups of 128 items per compute unit, or to the fewest
+# rows (between 1024 and 8192 work-groups nothing was measured: the rule leaves them alone).
+MIN_ITEMS_PER_CU = 16 * 128
 _FLOORED: dict = {}
 
 
