@@ -362,7 +362,7 @@ class StencilSequence:
                                     [b.device_buffer(rt) for b in bufs])
         out = bufs[k]
         out.mark_device_written()
-        geo = splan.geometry(tile, rows, cols)
+        geo = splan.geometry(tile, rows, cols, rt.device)
         note["sizes"] = (geo.global_size, geo.local_size)
         return out, events
 

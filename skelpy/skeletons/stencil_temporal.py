@@ -101,7 +101,7 @@ def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | 
         bufs = [empty_like_shape(src.shape, src.dtype, rt) for _ in range(2)]
         _buf, k, events = plan.run(rt, point, src.device_buffer(rt), rows, cols, iterations,
                                    extra_args, [b.device_buffer(rt) for b in bufs])
-        geo = plan.geometry(point, rows, cols)
+        geo = plan.geometry(point, rows, cols, rt.device)
         note["sizes"] = (geo.global_size, geo.local_size)
         out = bufs[k]
         out.mark_device_written()
