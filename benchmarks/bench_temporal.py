@@ -63,15 +63,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import skelpy as sk  # noqa: E402
+from benchmarks.bench_stencil import heat, life  # noqa: E402 (the same muscles)
 from benchmarks.common import copy_bandwidth, print_table, write_json  # noqa: E402
 from skelpy import runtime  # noqa: E402
 
-ALPHA = np.float32(0.2)
 G3 = np.array([0.25, 0.5, 0.25], np.float32)
-
-
-def heat(u):
-    return u[0, 0] + ALPHA * (u[-1, 0] + u[1, 0] + u[0, -1] + u[0, 1] - 4 * u[0, 0])
 
 
 def gauss3(nb):
@@ -84,10 +80,6 @@ def gauss3(nb):
     return acc
 
 
-def life(nb):
-    n = (nb[-1, -1] + nb[-1, 0] + nb[-1, 1] + nb[0, -1] + nb[0, 1]
-         + nb[1, -1] + nb[1, 0] + nb[1, 1])
-    return (n == 3) | ((n == 2) & (nb[0, 0] == 1))
 
 
 CASES = {

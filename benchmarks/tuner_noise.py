@@ -74,8 +74,7 @@ def main(argv=None) -> int:
     os.environ["SKELPY_TUNE_RETRAIN"] = "off"
 
     import skelpy as sk
-    from benchmarks.tuner_transfer import _device_name, _rebuild_index, load_sets
-    from skelpy import tuner
+    from benchmarks.tuner_transfer import _device_name, _rebuild_index, exhaustive_call, load_sets
     from skelpy.tuner import zero_shot
 
     dev = sk.current_device()
@@ -108,13 +107,9 @@ def main(argv=None) -> int:
         if case is None:
             continue
         try:
-            fn, _s = case.build()
-            with tuner.capture_requests() as reqs:
-                fn()
-            req = max(reqs, key=lambda q: q.dataset.get("n", 0))
-            if set(req.space.names) != set(sd.names):
+            call = exhaustive_call(case)
+            if set(call.space.names) != set(sd.names):
                 continue
-            call = tuner.new_call(req, "exhaustive")
             ranked = sorted(sd.times, key=sd.times.__getitem__)[:args.top]
             keys = list(dict.fromkeys([*ranked, sd.default_key]))
             pts = {k: {**json.loads(k)} for k in keys}

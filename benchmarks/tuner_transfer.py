@@ -297,7 +297,7 @@ def main_new_device(args) -> int:
 
     import skelpy as sk
     from benchmarks import tuner_eval as te
-    from skelpy import containers, skeletons, tuner
+    from skelpy import containers, skeletons
     from skelpy.tuner import budget, synthetic
     from skelpy.tuner import store as tstore
     from skelpy.tuner.measure import measure
@@ -369,11 +369,7 @@ def main_new_device(args) -> int:
     for c in cases:
         name = f"{c.group}@{c.size}"
         try:
-            fn, _skel = c.build()
-            with tuner.capture_requests() as reqs:
-                fn()
-            req = max(reqs, key=lambda r: r.dataset.get("n", 0))
-            call = tuner.new_call(req, "exhaustive")
+            call = exhaustive_call(c)
             picks = {"default": call.default(),
                      "zero_shot": _model_pick(zs_model, call) if zs_model else None,
                      "tuned": _model_pick(tuned, call)}
@@ -381,7 +377,7 @@ def main_new_device(args) -> int:
             b = sweep_budget(call)
             for p in picks.values():                  # the picks are measured in any case
                 if params_json(p) not in call.measured():
-                    call.save_rows([(p, measure(req.run, dict(p), b).seconds, b.min_reps)])
+                    call.save_rows([(p, measure(call.req.run, dict(p), b).seconds, b.min_reps)])
             res = sweep(call, limit=args.max_points, order="sample",
                         deadline=time.perf_counter() + args.case_seconds)
             calls[name] = (c, call, picks)
@@ -450,7 +446,6 @@ def main_collect(args) -> int:
 
     import skelpy as sk
     from benchmarks import tuner_eval as te
-    from skelpy import tuner
     from skelpy.tuner import budget
     from skelpy.tuner import store as tstore
     from skelpy.tuner.sweep import confirm, sweep
@@ -487,11 +482,7 @@ def main_collect(args) -> int:
             name = f"{c.group}@{c.size}"
             if name not in calls:
                 try:
-                    fn, _s = c.build()
-                    with tuner.capture_requests() as reqs:
-                        fn()
-                    req = max(reqs, key=lambda r: r.dataset.get("n", 0))
-                    calls[name] = tuner.new_call(req, "exhaustive")
+                    calls[name] = exhaustive_call(c)
                     names[calls[name].sc.key] = c.group
                 except Exception as exc:  # noqa: BLE001
                     print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:200]}")
@@ -533,6 +524,19 @@ def main_collect(args) -> int:
 # size) and the sweep's best few, the default and the zero-shot pick are measured again,
 # interleaved: ratios from that round are what a user of this device would see.
 
+def exhaustive_call(case):
+    """The tuner's call for an evaluation case's largest request (built and run once, the
+    requests captured, not launched), in exhaustive mode: what a sweep or a confirmation
+    round measures."""
+    from skelpy import tuner
+
+    fn, _skel = case.build()
+    with tuner.capture_requests() as reqs:
+        fn()
+    req = max(reqs, key=lambda r: r.dataset.get("n", 0))
+    return tuner.new_call(req, "exhaustive")
+
+
 def _rebuild_index(sizes: Sequence[int]) -> dict[tuple[str, int], Any]:
     """(kernel name, rows or elements) -> the evaluation case that measured it."""
     from benchmarks import tuner_eval as te
@@ -554,7 +558,6 @@ def confirm_lodo(res: dict[str, Any], sets: Sequence[training_data.DeviceData], 
     sweep best ``top`` points, its default and the zero-shot pick, interleaved over
     ``rounds``; the ratios of that round per method."""
     import skelpy as sk
-    from skelpy import tuner
     from skelpy.tuner.sweep import confirm
 
     dev = sk.current_device()
@@ -574,13 +577,9 @@ def confirm_lodo(res: dict[str, Any], sets: Sequence[training_data.DeviceData], 
         if sd is None or case is None:
             continue
         try:
-            fn, _s = case.build()
-            with tuner.capture_requests() as reqs:
-                fn()
-            req = max(reqs, key=lambda q: q.dataset.get("n", 0))
-            if set(req.space.names) != set(sd.names):
+            call = exhaustive_call(case)
+            if set(call.space.names) != set(sd.names):
                 continue
-            call = tuner.new_call(req, "exhaustive")
             ranked = sorted(sd.times, key=sd.times.__getitem__)[:top]
             methods = {"default": sd.default_key, "zero_shot": params_json(r["model_point"])}
             pts = {k: json.loads(k) for k in [*ranked, *methods.values()]}

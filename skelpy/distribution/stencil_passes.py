@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
+from functools import cached_property
 
 import numpy as np
 import pyopencl as cl
@@ -14,6 +15,7 @@ from .. import tuner
 from ..containers import Overlap
 from ..errors import ParameterError
 from ..skeletons.stencil_plan import MatrixExtra
+from ..skeletons.stencil_stream import GPU_MIN_ITEMS_PER_CU
 from .common import group_launch
 from .parts import Parts, allocate, distributed
 from .stencil_repeats import Repeats
@@ -29,52 +31,16 @@ _PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PREPARED_KEPT = 1024
 
 
-# A device's part is a fraction of the matrix the tuner's data describes, and a pass whose
-# streams are too few leaves a GPU idle: on an H200 (132 compute units), heat 2048 x 4096
-# (half of 4096^2) ran a pass in 105 us with 128 rows per stream (512 work-groups of 128), 81
-# us with 64 (1024), 78 us with 32 (2048); 4096^2 146 us at 128 (1024 work-groups), 130 us at
-# 64 and 32; 8192 x 16384 was best at 128 (8192 work-groups) and lost with 64 or 256. So where
-# the point is the model's or the default (not measured, not forced), rows per stream are
-# lowered until the pass has 16 work-groups of 128 items per compute unit, or to the fewest
-# rows (between 1024 and 8192 work-groups nothing was measured: the rule leaves them alone).
-MIN_ITEMS_PER_CU = 16 * 128
-_FLOORED: dict = {}
-
-
-def _occupancy_floor(tplan, space, point: dict, source: str, rows: int, cols: int,
-                     dev) -> dict:
-    if dev.kind != "gpu" or "tb_rows" not in point:
-        return point
-    key = (tplan.kernel_key, dev.name, rows, cols, tuple(sorted(point.items())))
-    if source == "cache":                # the model's earlier decision, floored then
-        return dict(_FLOORED.get(key, point))
-    if source not in ("model", "default", "off"):
-        return point
-    want = MIN_ITEMS_PER_CU * max(dev.compute_units, 1)
-    values = next((p.values for p in space.params if p.name == "tb_rows"), ())
-    options = sorted((int(r) for r in values if int(r) <= int(point["tb_rows"])), reverse=True)
-    best = point
-    for r in options:
-        if not space.is_legal(dict(point, tb_rows=r)):
-            continue
-        best = dict(point, tb_rows=r)
-        gsize = tplan.geometry(best, rows, cols).global_size
-        if gsize[0] * gsize[1] >= want:
-            break
-    if len(_FLOORED) > 4096:
-        _FLOORED.clear()
-    _FLOORED[key] = best
-    return dict(best)
-
-
 def _chunk(tplan, point: dict, rows: int, cols: int, dev) -> int:
     """Rows per stream of one pass over ``rows`` output rows (a run-time argument, not a
     build option): about the point's, as many streams as ``rows / tb_rows`` rounds to (a
     part's few halo rows beyond a multiple do not add a stream that runs alone: 8236 rows at
     128 run 64 streams of 129, not 65), and on a GPU at least enough streams for
-    ``MIN_ITEMS_PER_CU`` where the pass is short (at most 4 streams' rows: the rows computed
-    before an exchange, a halo deep, ran ~10x longer than their share at 128 rows per
-    stream), down to 8 rows per stream."""
+    ``GPU_MIN_ITEMS_PER_CU`` where the pass is short (at most 4 streams' rows: the rows
+    computed before an exchange, a halo deep, ran ~10x longer than their share at 128 rows
+    per stream), down to 8 rows per stream. (A longer pass with too few streams gets them
+    shortened, down to 32 rows, by the plan's geometry, as on one device: a part of 4096^2 on
+    2 x H200 ran a pass in 105 us at 128 rows, 78 us at 32.)"""
     tb_rows = int(point["tb_rows"])
     if rows <= 0:
         return tb_rows
@@ -82,7 +48,7 @@ def _chunk(tplan, point: dict, rows: int, cols: int, dev) -> int:
     if dev.kind == "gpu" and rows <= 4 * tb_rows:
         g = tplan.geometry(point, tb_rows, cols)     # one stream per row of work-groups
         per_row = g.global_size[0] * g.global_size[1]
-        want = -(-MIN_ITEMS_PER_CU * max(dev.compute_units, 1) // max(per_row, 1))
+        want = -(-GPU_MIN_ITEMS_PER_CU * max(dev.compute_units, 1) // max(per_row, 1))
         streams = max(streams, min(want, -(-rows // 8)))
     return -(-rows // streams)
 
@@ -127,12 +93,9 @@ class Temporal:
                          "iterations": float(job.iterations)},
                 forced=dict(passes) if passes else None)
             try:
-                point, source = tuner.choose_params(req)
+                point, _source = tuner.choose_params(req)
             except ParameterError as exc:
                 raise ParameterError(f"{skel.origin}: {exc}") from None
-            if not passes:
-                point = _occupancy_floor(tplan, space, point, source, hi - lo, job.cols,
-                                         rt.device)
             if points:                         # every device passes the same t steps
                 first = next(iter(points.values()))
                 point = space.normalise({"t": first["t"]}, base=point)
@@ -274,7 +237,7 @@ class Temporal:
         job, h = self.job, self.h
         split = more and job.overlap and h > 0
         after, interiors = {}, []
-        sends = self._sends() if split else {}
+        sends = self._sends if split else {}
         for r in self.rp.active:
             lo, hi = job.ranges[r]
             top, bottom = sends.get(r, (True, True))
@@ -298,23 +261,17 @@ class Temporal:
                             lambda: [self._pass(r, cur, dst, kk, a, b)
                                      for r, a, b in interiors])
 
+    @cached_property
     def _sends(self) -> dict[int, tuple[bool, bool]]:
         """Per device: whether its first h rows, and its last h rows, go to another device
         in an exchange (the rows a round computes before its copies start)."""
-        found = self.__dict__.get("_sends_memo")
-        if found is not None:
-            return found
+        transfers = self.rp.halo_transfers(False)
         out = {}
         for r in self.rp.active:
             lo, hi = self.job.ranges[r]
-            top = bottom = False
-            for t in self.rp.halo_transfers(False):
-                if t.src != r:
-                    continue
-                top |= t.src_row < lo + self.h and t.src_row + t.count > lo
-                bottom |= t.src_row < hi and t.src_row + t.count > hi - self.h
-            out[r] = (top, bottom)
-        self._sends_memo = out
+            sent = [(t.src_row, t.src_row + t.count) for t in transfers if t.src == r]
+            out[r] = (any(a < lo + self.h and b > lo for a, b in sent),
+                      any(a < hi and b > hi - self.h for a, b in sent))
         return out
 
     def _pass(self, rank: int, cur: Parts, dst: Parts, kk: int, a: int, b: int):

@@ -180,26 +180,34 @@ class StencilSequence:
     def fused_plan(self, src: Matrix, extras: Sequence):
         """The fused plan of a call on ``src`` (:class:`.stencil_fused.FusedPlan`), or why
         this call cannot run fused (a str)."""
+        def make(bounds):
+            try:
+                return _fused.FusedPlan([self._fused_stage(i, b) for i, b in enumerate(bounds)],
+                                        big=src.size + 1 >= _INT_LIMIT,
+                                        polish=self.stages[0].unroll_hints)
+            except _fused.Unsupported as exc:
+                return str(exc)
+            except SkelpyError as exc:        # a muscle the fused kernel cannot take
+                return f"{type(exc).__name__}: {exc}"
+
+        return self._plan_of("fused", src, extras, make)
+
+    def _plan_of(self, kind: str, src: Matrix, extras: Sequence, make):
+        """``make(bounds)``'s plan of this call (``kind``: fused or stream), once per set of
+        stage plans, or why it has none (a str; checked reads never fuse or stream)."""
         bounds = self._bind_all(src, extras)
-        key = tuple(id(b.plan) for b in bounds)
+        key = (kind,) + tuple(id(b.plan) for b in bounds)
         hit = self._fused_plans.get(key)
         if hit is not None:
             return hit[1]
         if any(b.plan.checked for b in bounds):
-            fplan = "its reads are checked at run time (debug mode, or offsets that are not " \
-                    "constants)"
+            plan = "its reads are checked at run time (debug mode, or offsets that are not " \
+                   "constants)"
         else:
-            try:
-                fplan = _fused.FusedPlan([self._fused_stage(i, b) for i, b in enumerate(bounds)],
-                                         big=src.size + 1 >= _INT_LIMIT,
-                                         polish=self.stages[0].unroll_hints)
-            except _fused.Unsupported as exc:
-                fplan = str(exc)
-            except SkelpyError as exc:        # a muscle the fused kernel cannot take
-                fplan = f"{type(exc).__name__}: {exc}"
+            plan = make(bounds)
         # the plans kept alive keep their ids unique
-        self._fused_plans[key] = (tuple(b.plan for b in bounds), fplan)
-        return fplan
+        self._fused_plans[key] = (tuple(b.plan for b in bounds), plan)
+        return plan
 
     def _fused_stage(self, i: int, bound: BoundStencil) -> _fused.FusedStage:
         stage, plan = self.stages[i], bound.plan
@@ -222,17 +230,9 @@ class StencilSequence:
         """The streamed plan of a call on ``src`` (:class:`.stencil_stream.StreamPlan`: the
         stages as one streaming pass, each level in its stage's dtype), or why this call
         cannot stream (a str)."""
-        bounds = self._bind_all(src, extras)
-        key = ("stream",) + tuple(id(b.plan) for b in bounds)
-        hit = self._fused_plans.get(key)
-        if hit is not None:
-            return hit[1]
-        if any(b.plan.checked for b in bounds):
-            splan = "its reads are checked at run time (debug mode, or offsets that are not " \
-                    "constants)"
-        elif len(self.stages) < 2:
-            splan = "one stage: nothing to stream"
-        else:
+        def make(bounds):
+            if len(self.stages) < 2:
+                return "one stage: nothing to stream"
             kinds = {ScalarArg: "scalar", MatrixExtra: "matrix", VectorExtra: "vector"}
             widest = max(bounds, key=lambda b: len(b.descs))
             stages = []
@@ -248,15 +248,16 @@ class StencilSequence:
                      for d in widest.descs],
                     big=src.size + 1 >= _INT_LIMIT, polish=self.stages[0].unroll_hints,
                     max_reach=MAX_STREAM_REACH)
-                made = [b.out_dtype for b in bounds]
-                if list(splan.levels[1:]) != made:
-                    splan = f"the stages make {splan.levels[1:]} streamed, {made} staged"
             except _stream.Unsupported as exc:
-                splan = str(exc)
+                return str(exc)
             except SkelpyError as exc:        # a muscle the streaming kernel cannot take
-                splan = f"{type(exc).__name__}: {exc}"
-        self._fused_plans[key] = (tuple(b.plan for b in bounds), splan)
-        return splan
+                return f"{type(exc).__name__}: {exc}"
+            made = [b.out_dtype for b in bounds]
+            if list(splan.levels[1:]) != made:
+                return f"the stages make {splan.levels[1:]} streamed, {made} staged"
+            return splan
+
+        return self._plan_of("stream", src, extras, make)
 
     def decision_plans(self, src: Matrix, extras: Sequence, iterations: int = 1):
         """The fused and streamed plans a call decides among (:class:`DecisionPlans`), or why

@@ -43,7 +43,8 @@ from ..muscle import Accessor, Muscle, Scalar, TypedMuscle, global_array
 from ..tuner.space import Param
 from .kernel_source import SourceBuilder
 
-__all__ = ["Extra", "Geometry", "Stage", "StreamPlan", "Unsupported", "MODES", "TILE_NAMES"]
+__all__ = ["Extra", "GPU_MIN_ITEMS_PER_CU", "Geometry", "Stage", "StreamPlan", "Unsupported",
+           "MODES", "TILE_NAMES"]
 
 MODES = {"constant": 0, "nearest": 1, "wrap": 2, "reflect": 3, "mirror": 4}
 REDIRECT = ("nearest", "reflect", "mirror")

@@ -406,3 +406,8 @@ def test_stencil_passes_both_exchange_routes(route, mode):
     out = step(sk.Matrix(a), iterations=10, params={"t": 2, "k": 4, "route": route})
     ref = alone(lambda: step(sk.Matrix(a), iterations=10, params={"t": 1}).to_numpy())
     np.testing.assert_array_equal(out.to_numpy(), ref)
+    u = a.astype(np.float64)                  # NumPy, independently
+    for _ in range(10):
+        p = np.pad(u, 1, mode="wrap" if mode == "wrap" else "edge")
+        u = u + 0.1 * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:] - 4 * u)
+    np.testing.assert_allclose(out.to_numpy(), u, rtol=1e-4, atol=1e-5)

@@ -586,3 +586,6 @@ def test_tall_parts_run_at_the_whole_matrix_point():
         got = st(a)
     np.testing.assert_array_equal(got.to_numpy(), ref)
     assert {ln.source for ln in st.last_launch.per_device} == {"forced"}
+    p = np.pad(a.astype(np.float64), 1, mode=PAD["reflect"])
+    want = p[:-2, 1:-1] + 0.5 * p[1:-1, 2:] - p[2:, :-2]      # NumPy, independently
+    np.testing.assert_allclose(got.to_numpy(), want, rtol=1e-5, atol=1e-6)
