@@ -36,7 +36,7 @@ def _chunk(tplan, point: dict, rows: int, cols: int, dev) -> int:
     build option): about the point's, as many streams as ``rows / tb_rows`` rounds to (a
     part's few halo rows beyond a multiple do not add a stream that runs alone: 8236 rows at
     128 run 64 streams of 129, not 65), and on a GPU at least enough streams for
-    ``GPU_MIN_ITEMS_PER_CU`` where the pass is short (at most 4 streams' rows: the rows
+    ``GPU_MIN_ITEMS_PER_CU`` where the pass is short (at most 4 streams of 32 rows: the rows
     computed before an exchange, a halo deep, ran ~10x longer than their share at 128 rows
     per stream), down to 8 rows per stream. (A longer pass with too few streams gets them
     shortened, down to 32 rows, by the plan's geometry, as on one device: a part of 4096^2 on
@@ -45,7 +45,7 @@ def _chunk(tplan, point: dict, rows: int, cols: int, dev) -> int:
     if rows <= 0:
         return tb_rows
     streams = max(1, round(rows / tb_rows))
-    if dev.kind == "gpu" and rows <= 4 * tb_rows:
+    if dev.kind == "gpu" and rows <= 4 * min(tb_rows, 32):
         g = tplan.geometry(point, tb_rows, cols)     # one stream per row of work-groups
         per_row = g.global_size[0] * g.global_size[1]
         want = -(-GPU_MIN_ITEMS_PER_CU * max(dev.compute_units, 1) // max(per_row, 1))
