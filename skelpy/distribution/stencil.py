@@ -47,7 +47,7 @@ from .common import collective, group_launch
 from .exchange import Move, exchange_of
 from .parts import Parts, allocate, distributed
 from .stencil_passes import Temporal
-from .stencil_repeats import Repeats
+from .stencil_repeats import Repeats, arg_key, copy_of
 from .stencil_rows import RowPlan
 
 __all__ = ["run", "run_sequence", "K_VALUES", "GROUP_PARAMS"]
@@ -438,7 +438,8 @@ class _Job:
 
     def _repeat(self, rank: int, rt, point: dict, part, dst, a: int, b: int):
         """A launch at device ``rank``'s settled point: kernel, sizes and arguments prepared
-        once per call and window (:class:`~.stencil_repeats.Repeats`)."""
+        once per call and window, one kernel copy per window and buffers
+        (:mod:`.stencil_repeats`)."""
         plan, first = self.plan, part.first
 
         def prepare():
@@ -447,11 +448,14 @@ class _Job:
             if int(point["local"]):
                 tail.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
             tail += [np.int32(a - first), np.int32(b - first), *self.extra_args[rank]]
-            return plan.kernel(rt, point, None, WINDOW), gsize, lsize, tail
+            kernel = plan.kernel(rt, point, None, WINDOW)
+            return kernel, gsize, lsize, tail, tuple(arg_key(x) for x in tail)
 
         rep = self.repeats
-        kernel, gsize, lsize, tail = rep.memo(("window", rank, a, b), prepare)
+        kernel, gsize, lsize, tail, tail_key = rep.memo(("window", rank, a, b), prepare)
         src = part.buffer
-        own, args = rep.entry(rank, kernel, src, dst, lambda: [dst, src, *tail])
-        args[2:] = tail
-        return rep.launch(rt, rank, own, gsize, lsize, args, point)
+        copies = kernel.__dict__.get("_skelpy_copies")
+        if copies is None:
+            copies = kernel._skelpy_copies = {}
+        own = copy_of(copies, (src.int_ptr, dst.int_ptr, gsize, lsize, tail_key), kernel)
+        return rep.fire(rank, rt, own, gsize, lsize, point, lambda: [dst, src, *tail])
