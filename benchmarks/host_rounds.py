@@ -3,8 +3,9 @@ time, the OpenCL calls (enqueues, argument sets, flushes, event waits, maps) and
 blocks the host (issue 13: on 2 x H200 heat 4096^2 the devices' queues stalled 21-41% of their
 span in some runs, waiting for the host to enqueue the next pass).
 
-    POCL_DEVICES="pthread pthread" python -m benchmarks.host_rounds [--size 256] \
-        [--iterations 64] [--params t=4,k=8,route=copy] [--reps 15]
+    POCL_DEVICES="pthread pthread" python -m benchmarks.host_rounds [--size 64] \
+        [--iterations 32] [--params t=4,k=8,route=copy] [--reps 31]
+    mpiexec -n 2 python -m benchmarks.host_rounds --group mpi:cpu      # the same under MPI
 
 Each call of ``Stencil(heat)(m, iterations=n)`` runs at n and 2n (interleaved, after warm-up
 calls): the difference divided by the extra rounds is what one steady-state round costs the
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -41,15 +43,18 @@ from skelpy import runtime  # noqa: E402
 FUNCTIONS = ("enqueue_nd_range_kernel", "enqueue_copy", "enqueue_barrier", "enqueue_marker",
              "enqueue_fill_buffer", "enqueue_map_buffer", "wait_for_events")
 METHODS = ((cl.CommandQueue, "flush"), (cl.CommandQueue, "finish"), (cl.Event, "wait"),
-           (cl.Kernel, "set_arg"), (cl.Kernel, "_set_arg_buf"), (cl.Kernel, "__init__"),
-           (cl.Buffer, "__init__"), (cl.CommandQueue, "__init__"), (cl.UserEvent, "__init__"),
-           (cl.Event, "get_info"))
+           (cl.Kernel, "set_arg"), (cl.Kernel, "_set_arg_buf"), (cl.Event, "get_info"),
+           (cl.UserEvent, "set_status"))
+# objects made (counted where skelpy makes them through the module: a new kernel copy,
+# buffer, queue or user event per round would show here)
+MADE = ("Kernel", "Buffer", "CommandQueue", "UserEvent")
 BLOCKING = ("CommandQueue.finish", "Event.wait", "wait_for_events", "blocking enqueue_copy",
             "blocking enqueue_map_buffer")
 
 
 class ApiCounter:
-    """Counts (and times) the OpenCL calls made through pyopencl while installed."""
+    """Counts (and times) the OpenCL calls made through pyopencl while installed: those of
+    the thread that installed it, and apart (``thread: ...``) those of other threads."""
 
     def __init__(self):
         self.calls: Counter = Counter()
@@ -68,8 +73,13 @@ class ApiCounter:
         clock = time.thread_time
         calls = self.calls
 
+        main = threading.get_ident()
+
         def wrap(fn, label, blocking_kw=None):
             def counted(*args, **kwargs):
+                if threading.get_ident() != main:   # a helper thread's (MPI progress)
+                    calls["thread: " + label] += 1
+                    return fn(*args, **kwargs)
                 calls[label] += 1
                 if blocking_kw and kwargs.get(blocking_kw, True):
                     calls["blocking " + label] += 1
@@ -89,8 +99,11 @@ class ApiCounter:
         for owner, name in METHODS:
             fn = owner.__dict__[name] if name in owner.__dict__ else getattr(owner, name)
             saved.append((owner, name, fn))
-            label = f"{owner.__name__}.{name}" if name != "__init__" else f"{owner.__name__}()"
-            setattr(owner, name, wrap(fn, label))
+            setattr(owner, name, wrap(fn, f"{owner.__name__}.{name}"))
+        for name in MADE:
+            fn = getattr(cl, name)
+            saved.append((cl, name, fn))
+            setattr(cl, name, wrap(fn, f"{name}()"))
         try:
             yield self
         finally:
@@ -102,11 +115,17 @@ def _heat(u):
     return u[0, 0] + 0.1 * (u[-1, 0] + u[1, 0] + u[0, -1] + u[0, 1] - 4 * u[0, 0])
 
 
+def _exchange():
+    group = runtime.current().group
+    return group.exchange if group is not None else None
+
+
 def _finish_all() -> None:
     rt = runtime.current()
     for r in (rt.group.runtimes if rt.group is not None else (rt,)):
-        r.finish()
-    ex = rt.group.exchange if rt.group is not None else None
+        if r is not None:                 # (None: a device of another MPI process)
+            r.finish()
+    ex = _exchange()
     if ex is not None:
         ex.finish()
 
@@ -152,15 +171,19 @@ def measure(size: int, iterations: int, params: dict, reps: int) -> dict:
             for n in counts:
                 _finish_all()
                 counter.reset()
+                ex = _exchange()
+                before = getattr(ex, "collectives", 0)
                 out = call(n)
                 calls[n] = Counter(counter.calls)
+                if hasattr(ex, "collectives"):    # MPI: status collectives (Allgather)
+                    calls[n]["MPI status collective"] = ex.collectives - before
                 api[n].append(counter.seconds)
                 _finish_all()
                 del out
     api = {n: float(np.median(v)) for n, v in api.items()}
     rounds = {n: -(-n // k) for n in counts}
     extra = rounds[counts[1]] - rounds[counts[0]]
-    devices = len(runtime.current().group.runtimes)
+    devices = runtime.current().group.size
     per_round = {name: (calls[counts[1]][name] - calls[counts[0]][name]) / extra
                  for name in set(calls[counts[0]]) | set(calls[counts[1]])}
     per_round = {name: v for name, v in sorted(per_round.items()) if v}
@@ -176,22 +199,24 @@ def measure(size: int, iterations: int, params: dict, reps: int) -> dict:
         "calls_per_round": per_round,
         "blocking_per_round": sum(per_round.get(b, 0) for b in BLOCKING),
         "blocking_per_call": {n: sum(calls[n][b] for b in BLOCKING) for n in counts},
+        "calls_per_call": {n: dict(sorted(calls[n].items())) for n in counts},
     }
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--group", default="cpu:*")
-    ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--iterations", type=int, default=64)
+    ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--iterations", type=int, default=32)
     ap.add_argument("--params", default="t=4,k=8,route=copy",
                     help="the stencil's params on the group ('' for the tuner's choice)")
-    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--reps", type=int, default=31)
     args = ap.parse_args(argv)
     sk.use(args.group)
     row = measure(args.size, args.iterations, parse_params(args.params), args.reps)
-    for key, value in row.items():
-        print(f"{key}: {value}")
+    if runtime.current().group is None or 0 in _exchange().local:
+        for key, value in row.items():
+            print(f"{key}: {value}")
     return row
 
 

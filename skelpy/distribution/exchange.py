@@ -31,6 +31,7 @@ drives (``local``), so that the skeletons do not change.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ import pyopencl as cl
 from .host_fold import HostFold
 
 __all__ = ["Span", "Move", "Moved", "Piece", "Exchange", "InProcessExchange", "exchange_of",
-           "value_buffer"]
+           "value_buffer", "keep_until_done"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,16 @@ class Exchange:
         return nullcontext()
 
 
+def keep_until_done(pending: deque, events: list, objects: tuple) -> None:
+    """Append (events, objects) to ``pending``, first dropping the oldest entries whose
+    events are complete (from the oldest, up to the first still running: exchanges complete
+    about in order, so this asks about one or two events, not every one kept)."""
+    done = cl.command_execution_status.COMPLETE
+    while pending and all(e.command_execution_status == done for e in pending[0][0]):
+        pending.popleft()
+    pending.append((events, objects))
+
+
 class _Pinned:
     """A pinned host buffer, mapped once; ``busy``: events of copies that still use it."""
 
@@ -201,10 +212,14 @@ class InProcessExchange(Exchange):
         prof = cl.command_queue_properties.PROFILING_ENABLE
         self.copy_queues = tuple(cl.CommandQueue(ctx, d.cl_device, properties=prof)
                                  for d in group.devices)
+        # new pinned buffers are mapped here: a blocking map on a queue with copies in it
+        # would wait for them, and so for the kernels they wait for (a host stall mid-loop)
+        self._map_queue = cl.CommandQueue(ctx, group.devices[0].cl_device)
         self._pool: list[_Pinned] = []
-        # (events, objects) that must live until the events complete (pyopencl waits for a
-        # pending host copy when its event is collected: keep them until they are done)
-        self._pending: list[tuple[list, tuple]] = []
+        # (events, objects) that must live until the events complete (pyopencl waits, holding
+        # the GIL, for a pending host copy when its event is collected: keep them until they
+        # are done), oldest first
+        self._pending: deque[tuple[list, tuple]] = deque()
         self._small: _Pinned | None = None    # the small collectives' values, kept for reuse
         self.stats = {"moves": 0, "bytes": 0}
 
@@ -216,7 +231,7 @@ class InProcessExchange(Exchange):
                 best = p
         if best is None:
             size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
-            best = _Pinned(self.group.context, self.copy_queues[0], size)
+            best = _Pinned(self.group.context, self._map_queue, size)
             self._pool.append(best)
             self._trim()
         return best
@@ -231,10 +246,7 @@ class InProcessExchange(Exchange):
             total -= p.nbytes
 
     def _keep(self, events: list, *objects) -> None:
-        done = cl.command_execution_status.COMPLETE
-        self._pending = [(evs, objs) for evs, objs in self._pending
-                         if any(e.command_execution_status != done for e in evs)]
-        self._pending.append((events, objects))
+        keep_until_done(self._pending, events, objects)
 
     # -- moves -------------------------------------------------------------------------------
     def _copy_within_devices(self, moves, moved: Moved, after: dict) -> list:
@@ -276,7 +288,7 @@ class InProcessExchange(Exchange):
                                   dst_offset=m.dst.offset, is_blocking=False, wait_for=[ev])
             moved.received.setdefault(m.dst.rank, []).append(rev)
             events.append(rev)
-        staging.busy = events
+        staging.busy = events[len(placed):]     # the uploads (each after its download)
         self._keep(events, [m.src.buffer for m in remote], [m.dst.buffer for m in remote])
         if overlap:                      # submit now: a queue waited on by another must be
             for q in queues:             # flushed (OpenCL 1.2, 5.13), or it may start late
@@ -368,7 +380,7 @@ class InProcessExchange(Exchange):
         ranks = sorted(values)
         need = len(ranks) * nbytes
         if self._small is None or self._small.nbytes < need:
-            self._small = _Pinned(self.group.context, self.copy_queues[0], max(4096, need))
+            self._small = _Pinned(self.group.context, self._map_queue, max(4096, need))
         host = self._small.host
         events = []
         for k, r in enumerate(ranks):

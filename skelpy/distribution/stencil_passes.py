@@ -113,7 +113,9 @@ class Temporal:
                                      "single steps and any k)")
             m = forced_k // t
         else:
-            m = int(job.ex.agree(cls.passes_per_round(job, t, reach)))
+            # (the same on every MPI rank without a collective: the rule reads the agreed t,
+            # the split and the first device's kind, which every rank knows alike)
+            m = cls.passes_per_round(job, t, reach)
         self = cls(job, tplan, points, t, m)
         return self if self.feasible() else None
 
