@@ -52,6 +52,14 @@ BLOCKING = ("CommandQueue.finish", "Event.wait", "wait_for_events", "blocking en
             "blocking enqueue_map_buffer")
 
 
+def _touches_host(label: str, args: tuple) -> bool:
+    """Whether a copy or map can block: it reads or writes host memory (a copy between two
+    buffers never blocks, whatever ``is_blocking`` says)."""
+    if label != "enqueue_copy":
+        return True
+    return not all(isinstance(a, cl.MemoryObjectHolder) for a in args[1:3])
+
+
 class ApiCounter:
     """Counts (and times) the OpenCL calls made through pyopencl while installed: those of
     the thread that installed it, and apart (``thread: ...``) those of other threads."""
@@ -81,7 +89,7 @@ class ApiCounter:
                     calls["thread: " + label] += 1
                     return fn(*args, **kwargs)
                 calls[label] += 1
-                if blocking_kw and kwargs.get(blocking_kw, True):
+                if blocking_kw and kwargs.get(blocking_kw, True) and _touches_host(label, args):
                     calls["blocking " + label] += 1
                 t0 = clock()
                 try:
