@@ -11,7 +11,10 @@
 #    kernel_s says whether the devices waited for the host;
 # 3. heat 16384^2 (and 4096^2 once more) x100, group vs one GPU;
 # 4. MPI, 2 ranks x 1 GPU vs 1 rank, heat 16384^2 and 4096^2 x100, then the in-process group
-#    on the same cases (bench_mpi: barrier-to-barrier wall time, best and median).
+#    on the same cases (bench_mpi: barrier-to-barrier wall time, best and median);
+# 5. heat 4096^2 with each device's queue flushed after each pass (params flush=1): where the
+#    devices stall while enqueue_s is well below kernel_s, they waited for the driver to
+#    submit, not for the host.
 # Each step has a timeout; a step is skipped when the budget (BUDGET seconds, default 225)
 # would not hold it. (GROUP=cpu:* KIND=cpu SCALE=tiny MPI_SCALE=--quick: a dry run on PoCL.)
 [ -f .gpu/env.sh ] && source .gpu/env.sh >/dev/null
@@ -63,4 +66,8 @@ step 70 "MPI 2 ranks x 1 GPU, heat" mpiexec --allow-run-as-root --oversubscribe 
     python3 -m benchmarks.bench_mpi --kind "$KIND" $MPI_SCALE --cases heat --reps 5 --out "$OUT/r/mpi-heat.json"
 step 50 "in-process group, same heat cases" python3 -m benchmarks.bench_mpi --group "$GROUP" \
     --cases heat --reps 5 $MPI_SCALE --out "$OUT/r/mpi-group-heat.json"
+step 35 "heat 4096^2 x100, each device's queue flushed after each pass" \
+    python3 -m benchmarks.bench_multidev --group "$GROUP" --cases heat --scale "$MEDIUM" \
+    --reps 5 --stencil-params flush=1
+keep flush
 echo "== done (t=$((SECONDS - T0)) s)"

@@ -53,7 +53,7 @@ from .stencil_rows import RowPlan
 __all__ = ["run", "run_sequence", "K_VALUES", "GROUP_PARAMS"]
 
 K_VALUES = (1, 2, 3, 4, 6, 8, 12, 16)
-GROUP_PARAMS = ("k", "overlap", "route")
+GROUP_PARAMS = ("k", "overlap", "route", "flush")
 ROUTES = ("queue", "copy")
 TEMPORAL_NAMES = _temporal.NAMES          # t and the pass's tile
 WINDOW = ("-DSKP_ROW_WINDOW=1",)
@@ -90,6 +90,7 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
         return empty_like_shape(src.shape, bound.out_dtype, _rt.current())
     job = _Job(skel, bound, group, src, iterations, forced or None)
     job.overlap = bool(wanted.get("overlap", True))
+    job.flush = bool(wanted.get("flush", False))
     job.route = wanted.get("route", default_route(group))
     if job.route not in ROUTES:
         raise ParameterError(f"{skel.origin}: route={job.route!r}: the halo exchange goes "
@@ -131,6 +132,9 @@ class _Job:
         self.ex = exchange_of(group)
         self.overlap = True
         self.route = default_route(group)
+        # flush each device's queue after each of its passes (a diagnosis: whether the devices
+        # wait for the driver to submit what the host has enqueued, rather than for the host)
+        self.flush = False
         self.points: dict[int, dict] = {}
         self.launches: dict[int, list] = {}
         self.exchange_events: list = []

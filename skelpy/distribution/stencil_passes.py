@@ -295,8 +295,11 @@ class Temporal:
         kernel, gsize, lsize, tail, point, copies = win
         src, out = part.buffer, dst.parts[rank].buffer
         own = copy_of(copies, (src.int_ptr, out.int_ptr), kernel)
-        return self.job.repeats.fire(rank, rt, own, gsize, lsize, point,
-                                     lambda: [out, src, *tail])
+        ev = self.job.repeats.fire(rank, rt, own, gsize, lsize, point,
+                                   lambda: [out, src, *tail])
+        if self.job.flush:
+            rt.queue.flush()
+        return ev
 
     def _prepare(self, rank: int, rt, part, kk: int, a: int, b: int) -> tuple:
         """Kernel, sizes, argument tail and point of a pass over rows [a, b), and the dict

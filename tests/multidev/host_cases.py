@@ -46,15 +46,18 @@ def _finish() -> None:
 # enqueues, each device's m = k / t passes, the last split into its sent edge and its
 # interior, or k single steps, the last split into both edges and the interior; copies: the
 # 2 edges each down and up, and with single steps each device's ghost rows (one side each)
-# refreshed on the device before each step)
-CASES = [({"t": 2, "k": 4, "route": "copy"}, 8, 2 * (2 + 1), 4),
-         ({"t": 2, "k": 4, "route": "queue"}, 8, 2 * (2 + 1), 4),
-         ({"t": 1, "k": 3, "route": "copy"}, 9, 2 * (3 + 2), 4 + 2 * 3)]
+# refreshed on the device before each step; flushes: each device's queue once its boundary
+# rows are enqueued, then the 2 copy queues (route queue: the senders' after the downloads
+# and the receivers' after the uploads), and with ``flush`` each device's after each pass)
+CASES = [({"t": 2, "k": 4, "route": "copy"}, 8, 2 * (2 + 1), 4, 4),
+         ({"t": 2, "k": 4, "route": "queue"}, 8, 2 * (2 + 1), 4, 6),
+         ({"t": 2, "k": 4, "route": "copy", "flush": True}, 8, 2 * (2 + 1), 4, 4 + 6),
+         ({"t": 1, "k": 3, "route": "copy"}, 9, 2 * (3 + 2), 4 + 2 * 3, 4)]
 
 
-@pytest.mark.parametrize("params, n, launches, copies", CASES,
-                         ids=["passes-copy", "passes-queue", "steps-copy"])
-def test_a_steady_state_round_never_waits_for_a_device(params, n, launches, copies):
+@pytest.mark.parametrize("params, n, launches, copies, flushes", CASES,
+                         ids=["passes-copy", "passes-queue", "passes-flush", "steps-copy"])
+def test_a_steady_state_round_never_waits_for_a_device(params, n, launches, copies, flushes):
     if len(sk.current_devices()) != 2:
         pytest.skip("the counts are for two devices")
     a = np.random.default_rng(5).standard_normal((46, 37)).astype(np.float32)
@@ -88,6 +91,7 @@ def test_a_steady_state_round_never_waits_for_a_device(params, n, launches, copi
         assert sets <= (0 if params["t"] > 1 else 2 * 2), calls[it]
     assert extra["enqueue_nd_range_kernel"] == launches * rounds, extra
     assert extra["enqueue_copy"] == copies * rounds, extra
+    assert extra["CommandQueue.flush"] == flushes * rounds, extra
     ref = a.astype(np.float64)              # NumPy, independently
     for _ in range(2 * n):
         p = np.pad(ref, 1, mode="edge")
