@@ -62,6 +62,7 @@ WINDOW = ("-DSKP_ROW_WINDOW=1",)
 # time (bench_multidev/bench_mpi, 2026-11-23); PoCL CPU devices, a guess.
 ROUND_LATENCY_GPU = 150e-6
 WHOLE_MIN_ROWS = 1024            # parts this tall take the whole matrix's point (_whole_point)
+WINDOW_COPIES_KEPT = 1024        # kernel copies kept per kernel (windows x buffers) across calls
 ROUND_LATENCY_CPU = 400e-6
 
 
@@ -461,5 +462,6 @@ class _Job:
         copies = kernel.__dict__.get("_skelpy_copies")
         if copies is None:
             copies = kernel._skelpy_copies = {}
-        own = copy_of(copies, (src.int_ptr, dst.int_ptr, gsize, lsize, tail_key), kernel)
+        own = copy_of(copies, (src.int_ptr, dst.int_ptr, gsize, lsize, tail_key), kernel,
+                      WINDOW_COPIES_KEPT)
         return rep.fire(rank, rt, own, gsize, lsize, point, lambda: [dst, src, *tail])

@@ -25,7 +25,7 @@ from .. import runtime as _rt
 
 __all__ = ["Repeats", "copy_of", "arg_key"]
 
-KEPT_COPIES = 64       # kernel copies kept per window (or kernel) across calls
+KEPT_COPIES = 64       # kernel copies kept per window (buffer pairs) across calls
 
 
 class Repeats:
