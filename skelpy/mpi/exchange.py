@@ -263,7 +263,7 @@ class MPIExchange(Exchange):
             moved.received.setdefault(me, []).extend(uploads)
         rt.queue.flush()
         queue.flush()
-        job = (downloads, outgoing, requests, arrived, done)
+        job = (downloads, outgoing, requests, arrived, done, {queue, rt.queue})
         if overlap:
             self._jobs = [f for f in self._jobs if not f.done()]
             self._jobs.append(self._worker.submit(self._progress, *job))
@@ -276,8 +276,11 @@ class MPIExchange(Exchange):
         self.stats["bytes"] += sum(m.nbytes for _, m in sends + recvs)
         return moved
 
-    def _progress(self, downloads, outgoing, requests, arrived, done) -> None:
-        """Send the rows once they are down, wait for everything, release the uploads."""
+    def _progress(self, downloads, outgoing, requests, arrived, done, queues) -> None:
+        """Send the rows once they are down, wait for everything, release the uploads (and
+        flush ``queues``, where they and what waits for them sit: a driver may hold commands
+        behind a user event until their queue is flushed again, which in a loop would be
+        the next round's)."""
         MPI = self.MPI
         complete = cl.command_execution_status.COMPLETE
         try:
@@ -287,6 +290,8 @@ class MPIExchange(Exchange):
                     for view, dest, tag in outgoing for c in _chunks(view)]
             MPI.Request.Waitall(requests)
             arrived.set_status(complete)      # the uploads go now, not after the sends too
+            for q in queues:
+                q.flush()
             MPI.Request.Waitall(sent)
             self.stats["messages"] += len(requests) + len(sent)
         except BaseException as exc:  # noqa: BLE001 - reported at the next collective
