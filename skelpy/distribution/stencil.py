@@ -253,6 +253,7 @@ class _Job:
                 self._step(cur, dst, j, kk, exchange_after=(j == kk and more))
                 cur = dst
             done += kk
+        self.submit()
         self.add_repeats("repeat")
         skel.last_launch = group_launch(skel.kind, [ln for r in sorted(self.launches)
                                                     for ln in self.launches[r]])
@@ -261,6 +262,16 @@ class _Job:
         skel.last_launch.exchange_events = list(self.exchange_events)
         cur.halo_valid, cur.ghosts = False, None
         return cur
+
+    def submit(self) -> None:
+        """Flush every device's queue once the call is enqueued. Only an exchange flushes
+        during a call, and a caller that then waits for the devices one after the other
+        (finish on the first, then the second) would leave the second's last passes
+        unsubmitted while it waits for the first: one device alone is flushed by its wait
+        at once."""
+        for rt in self.group.runtimes:
+            if rt is not None:                # (None: a device of another process)
+                rt.queue.flush()
 
     def add_repeats(self, source: str) -> None:
         """The call's repeated launches into its per-device Launch records."""

@@ -214,6 +214,7 @@ class Temporal:
                     self._round(cur, dst, kk, more)
                 cur = dst
             done += steps
+        job.submit()
         job.add_repeats("temporal")
         skel = job.skel
         skel.last_launch = group_launch(skel.kind, [ln for r in sorted(job.launches)
