@@ -47,10 +47,10 @@ class Repeats:
 
     def fire(self, rank: int, rt, own: cl.Kernel, gsize, lsize, point: dict,
              make_args: Callable[[], list]) -> cl.Event:
-        """Enqueue the kernel copy ``own`` (see :func:`copy_of`) on ``rt``'s queue; no flush,
-        no wait. Its first launch goes through the runtime (``make_args()``: the whole
-        argument list, set then; refusals and local memory checked); later ones are one
-        OpenCL call."""
+        """Enqueue the kernel copy ``own`` (see :func:`copy_of`) on ``rt``'s queue; no wait,
+        and no flush but after the device's first launch of the call. The copy's first
+        launch goes through the runtime (``make_args()``: the whole argument list, set then;
+        refusals and local memory checked); later ones are one OpenCL call."""
         if own.__dict__.get("_skelpy_ready") and rt.refuse_hook is None:
             try:
                 ev = cl.enqueue_nd_range_kernel(rt.queue, own, gsize, lsize)
@@ -64,9 +64,10 @@ class Repeats:
             ev = self._launch(rt, own, gsize, lsize, point, make_args())
             own._skelpy_ready = True
         evs = self.events.get(rank)
-        if evs is None:
-            evs = self.events[rank] = []
-            self._first[rank] = (point, gsize, lsize)
+        if evs is None:                       # the device's first launch of the call: submit
+            evs = self.events[rank] = []      # it now, so that the device starts while the
+            self._first[rank] = (point, gsize, lsize)    # host enqueues the rest
+            rt.queue.flush()
         evs.append(ev)
         self.count += 1
         return ev
