@@ -133,6 +133,9 @@ def apply(op: str, operands: list, where: str | None = None) -> Container:
 SMALL_EXPONENTS = frozenset({0.5, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0})
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
 def binary(op: str, a, b, general):
     """``a op b`` (an operator on containers): when the operands' signature was built before
     (the common case, in a loop; the stored signature also says the operands are of kinds
@@ -161,7 +164,7 @@ def binary(op: str, a, b, general):
         else:
             p = sa.pending
             na = Leaf(a, sa.dtype, sa.shape, sa) if p is None else p.node
-    elif ta is float and da.kind == "f" and (da.itemsize == 8 or -3.0e38 < a < 3.0e38):
+    elif ta is float and (da is _F64 or (da is _F32 and -3.0e38 < a < 3.0e38)):
         na = Scalar("const", da.type(a), da)     # graph.const's common case, inline
     else:
         na = graph.const(a, da)
@@ -171,7 +174,7 @@ def binary(op: str, a, b, general):
         else:
             p = sb.pending
             nb = Leaf(b, sb.dtype, sb.shape, sb) if p is None else p.node
-    elif tb is float and db.kind == "f" and (db.itemsize == 8 or -3.0e38 < b < 3.0e38):
+    elif tb is float and (db is _F64 or (db is _F32 and -3.0e38 < b < 3.0e38)):
         nb = Scalar("const", db.type(b), db)
     else:
         nb = graph.const(b, db)
