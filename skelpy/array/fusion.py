@@ -294,14 +294,10 @@ class Recipe:
     ``direct`` (a deferred skeleton call, :mod:`.chains`): a function that runs the call as
     it would have run eagerly, used while no consumer has fused it into its own kernel."""
 
-    __slots__ = ("node", "shape", "storage", "skeleton", "direct")
+    __slots__ = ("node", "shape", "storage", "direct")
 
     def __init__(self, node: Node, shape: tuple[int, ...], direct=None):
-        self.node = node
-        self.shape = shape
-        self.storage = None
-        self.skeleton = None
-        self.direct = direct
+        self.node, self.shape, self.storage, self.direct = node, shape, None, direct
 
     def evaluate(self) -> None:
         storage = self.storage()
@@ -323,10 +319,9 @@ class Recipe:
                     launch(shape, tree[1], node.consts, node.stores)
                 if buf is not None:
                     storage.filled(buf, _rt.fixed())
-                    self.skeleton = LAST.skeleton = hit[2]
+                    LAST.skeleton = hit[2]
                     return
             out, skeleton = compute(node, shape)
-        self.skeleton = skeleton
         LAST.skeleton = skeleton
         parts = out.storage.parts
         if parts is not None and not out.storage.device_valid:

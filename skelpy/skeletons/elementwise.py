@@ -323,16 +323,16 @@ class _Elementwise(Skeleton):
                 return None
             argv = [None, n_arg]
             try:
-                for a, s, (_t, _d, _s, kind) in zip(inputs, stores, specs, strict=False):
-                    if kind is None:
+                for a, s, kind in zip(inputs, stores, input_kinds, strict=False):
+                    if kind is None:               # a container's own block
                         argv.append(s.buffer if s.device_valid and s.runtime is rt
                                     else s.device_buffer(rt))
                     else:
                         argv.extend(kind.kernel_args(a, rt))
-                for v, (typ, _d, _s, conv) in zip(extras, specs[n_in:], strict=False):
+                for v, typ, conv in zip(extras, extra_types, extra_convs, strict=False):
                     if type(v) is not typ:
                         return None
-                    argv.append(v if typ is conv else conv(v))   # a NumPy scalar of its type
+                    argv.append(v if conv is None else conv(v))
             except (OverflowError, ValueError, TypeError):
                 return None
             argv[0] = buf = rt.allocate(nbytes)
@@ -345,7 +345,14 @@ class _Elementwise(Skeleton):
             return buf
 
         skel_kind, origin = self.kind, self.origin
-        fast.launch_into = launch_into
+        input_kinds = [spec[3] for spec in specs[:n_in]]
+        extra_types = [spec[0] for spec in specs[n_in:]]
+        # None: a NumPy scalar of the muscle's type goes in as it is
+        extra_convs = [None if typ is conv else conv for typ, _d, _s, conv in specs[n_in:]]
+        # only containers in, only scalars as extras (what an array expression's kernel takes)
+        fitting = all(spec[1] is not None for spec in specs[:n_in]) and \
+            all(spec[1] is None for spec in specs[n_in:])
+        fast.launch_into = launch_into if fitting else None
         return fast
 
     # -- helpers ---------------------------------------------------------------------------
