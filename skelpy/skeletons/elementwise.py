@@ -165,7 +165,7 @@ class _Elementwise(Skeleton):
         sig = (kinds, tuple(extras_desc), odt)
         plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[sig] = self._make_plan(kinds, extras_desc, odt)
+            plan = self._plans.setdefault(sig, self._make_plan(kinds, extras_desc, odt))
         return plan, inputs, shape, extras_desc, extras_val
 
     def run_on(self, rt: _rt.Runtime, args, params=None, out_dtype=None):
