@@ -152,8 +152,9 @@ class StencilPlan(Plan):
             one_of("vec", VEC_VALUES),
             Rule(lambda p: int(p["cr"]) * columns(p) <= MAX_CELLS,
                  lambda p: f"cr={p['cr']} x cc={p['cc']} (or vec={p['vec']}: "
-                           f"{columns(p)} columns) cells per work-item is over skelpy's maximum MAX_CELLS ({MAX_CELLS}; the "
-                           "cell loops are unrolled: build time grows with them)"),
+                           f"{columns(p)} columns) cells per work-item is over skelpy's "
+                           f"maximum MAX_CELLS ({MAX_CELLS}; the cell loops are unrolled: "
+                           "build time grows with them)"),
             # the vector path reads global memory into registers: no local tile, no column
             # coarsening beyond the vector, and a window small enough to stay in registers
             Rule(lambda p: not vector(p) or not int(p["local"]),
