@@ -296,9 +296,11 @@ class FusedPlan:
     def best_tile(self, dev) -> dict | None:
         """The fused point a GPU starts from: of the tiles of 256 work-items whose levels take
         at most a third of the local memory (so that several work-groups share a compute
-        unit), the one that recomputes least; then the most work-items, then fewer cells each;
-        cells dealt out in runs down a column (``fu_flat`` 2: neighbouring windows share
-        their reads). None where no tile is legal."""
+        unit), the one that recomputes least; then the most work-items, then the longest runs
+        down a column: cells are dealt out in runs (``fu_flat`` 2), and a run reads its
+        window into registers once and shares it and the sums of its rows between its cells
+        (a 5x5 window: 15 reads per cell in runs of 2, 10 in runs of 4). None where no tile
+        is legal."""
         best, best_cost = None, None
         budget = (dev.local_mem_size - LOCAL_RESERVE) // 3
         for wc in WC_VALUES:
@@ -311,7 +313,7 @@ class FusedPlan:
                              "fu_flat": 2}
                         if not self.legal(p, dev) or self.local_bytes(p) > budget:
                             continue
-                        cost = (round(self.redundancy(p), 2), -wc * wr, cr * cc)
+                        cost = (round(self.redundancy(p), 2), -wc * wr, -cr, cc)
                         if best_cost is None or cost < best_cost:
                             best, best_cost = p, cost
         return best
