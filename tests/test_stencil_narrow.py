@@ -98,14 +98,14 @@ def test_window_rule_counts_columns():
     assert stencil_plan.window_elements(shape, {**WIDE, "cr": 4}, 4) == 6 * 6
 
 
-def test_gpu_default_takes_sixteen_bytes_for_narrow_elements():
+def test_gpu_default_takes_eight_byte_vectors_for_narrow_elements():
     gpu, cpu = SimpleNamespace(kind="gpu"), SimpleNamespace(kind="cpu")
     light = {"reads": 9.0, "north": 1.0, "south": 1.0, "east": 1.0, "west": 1.0}
     point = stencil_plan.default_point
     for itemsize in (1, 2):
         p = point(gpu, light, itemsize)
-        assert (p["vec"], p["local"], p["cc"]) == (4, 0, 1)
-        assert stencil_plan.vector_columns(p, itemsize) * itemsize == 16
+        assert (p["vec"], p["local"], p["cc"], p["cr"]) == (2, 0, 1, 4)
+        assert stencil_plan.vector_columns(p, itemsize) * itemsize == 8
     assert point(gpu, light, 4) == point(gpu, light) == {
         "wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
     assert point(cpu, light, 1) == point(cpu, light)         # CPUs: unchanged

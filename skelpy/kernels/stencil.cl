@@ -165,8 +165,8 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
     /* The vector path reads global memory only (no tile, no barrier), so interior is decided
      * per work-item: does its own window lie inside the matrix (and its rows inside the
      * window)?  Only the work-items at the border take the edge path, not whole groups: with
-     * 16-byte vectors of uint8 a group of 16 x 16 work-items spans 256 columns, and whole
-     * edge groups would be 1/8 of a 4096-column matrix. */
+     * 8-byte vectors of uint8 a group of 8 x 32 work-items spans 256 columns, and whole edge
+     * groups would be 1/8 of a 4096-column matrix. */
     const int rb = r0 + SKP_T(0), cb = c0 + SKP_U(0);
     const bool item_interior = interior
         || (rb >= SKP_N && cb >= SKP_W && rb + SKP_CR + SKP_S <= rows

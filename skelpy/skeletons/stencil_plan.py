@@ -42,7 +42,8 @@ def vector_columns(point: Mapping, itemsize: int) -> int:
     its bytes: Game of Life on uint8 ran at 34% of copy bandwidth on an H200 there, and
     NVIDIA's ptxas (sm_90, through clang's NVPTX back end) needs 30 instructions per cell at
     2 rows by a uchar2 against 15.5 at 2 rows by a uchar16 (each window byte unpacked once and
-    shared by its neighbours' sums, two halo bytes per row instead of two per 2 columns)."""
+    shared by its neighbours' sums, two halo bytes per row instead of two per 2 columns), and
+    15.5 at 4 rows by a uchar8."""
     vec = int(point.get("vec", 1))
     if vec <= 1:
         return 1
@@ -250,10 +251,11 @@ def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WOR
     item, up to 6x faster than the light default), PoCL narrow 4x16 groups with 2 rows per item
     (3x); a CPU never gains from the local tile (there is no faster memory to stage into).
 
-    Elements narrower than 4 bytes (``itemsize``) on a GPU take 16-byte vectors (``vec=4``,
-    :func:`vector_columns`) in 16 x 16 groups: a 1-byte cell leaves few instructions per
-    byte moved, and the byte-wide default spent 30 per cell where a uchar16 spends 15.5 (see
-    vector_columns); the 256 columns of a group keep its edge groups a few percent of all."""
+    Elements narrower than 4 bytes (``itemsize``) on a GPU take 4 rows by an 8-byte vector
+    (``vec=2``, :func:`vector_columns`: a uchar8) in 8 x 32 groups: a 1-byte cell leaves few
+    instructions per byte moved, and the 2-byte-wide default spent 30 per cell (ptxas, sm_90)
+    where 4 x uchar8 and 2 x uchar16 both spend 15.5; 4 x uchar8 does it in 48 registers
+    against 76 (more work-groups per compute unit to hide memory latency)."""
     reads = float(features.get("reads_dyn", features.get("reads", 0.0)))
     area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
             * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
@@ -264,7 +266,7 @@ def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WOR
         if heavy:
             return {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
         if itemsize < VECTOR_WORD:
-            return {"wg_r": 16, "wg_c": 16, "cr": 2, "cc": 1, "local": 0, "vec": 4}
+            return {"wg_r": 8, "wg_c": 32, "cr": 4, "cc": 1, "local": 0, "vec": 2}
         return {"wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
     if heavy:
         return {"wg_r": 4, "wg_c": 16, "cr": 2, "cc": 1, "local": 0, "vec": 1}
