@@ -408,7 +408,7 @@ class _Job:
         extra = self.extra_args[rank]
 
         def launch(point):
-            gsize, lsize = geometry(point, b - a, self.cols)
+            gsize, lsize = geometry(point, b - a, self.cols, plan.tile_itemsize)
             args = list(fixed)
             if int(point["local"]):
                 args.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
@@ -459,7 +459,7 @@ class _Job:
         plan, first = self.plan, part.first
 
         def prepare():
-            gsize, lsize = geometry(point, b - a, self.cols)
+            gsize, lsize = geometry(point, b - a, self.cols, plan.tile_itemsize)
             tail = [np.int32(part.held), np.int32(self.cols)]
             if int(point["local"]):
                 tail.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
