@@ -29,9 +29,9 @@ def relaunches(monkeypatch):
             return None
 
         def counted(*args):
-            buf = launch(*args)
-            count[0] += buf is not None
-            return buf
+            done = launch(*args)
+            count[0] += done is not None
+            return done
 
         return counted
 

@@ -39,6 +39,9 @@ from .layout import Layout
 from .selection import Selection, as_int, basic_selection, checked_int
 from .storage import Storage, assign
 
+_new = object.__new__
+_pending_value = Storage.pending_value
+
 
 class Container(ArraySurface):
     """Common behaviour of Vector and Matrix (the NumPy array surface: :mod:`.array_surface`)."""
@@ -436,11 +439,12 @@ class Container(ArraySurface):
         return self
 
     @classmethod
-    def pending(cls, shape: tuple[int, ...], dtype: np.dtype, recipe) -> Container:
-        """A lazy container whose data ``recipe.evaluate()`` computes when first needed."""
-        self = object.__new__(cls)
+    def pending(cls, shape: tuple[int, ...], dtype: np.dtype, recipe, reads=()) -> Container:
+        """A lazy container whose data ``recipe.evaluate()`` computes when first needed;
+        ``reads``: the storages it reads (see ``Storage.pending_value``)."""
+        self = _new(cls)
         self._shape, self._dtype, self._layout = shape, dtype, None
-        self._storage = Storage.pending_value(shape, dtype, recipe)
+        self._storage = _pending_value(shape, dtype, recipe, reads)
         return self
 
     @property
