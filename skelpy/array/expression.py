@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from ..containers import Container, Matrix, Vector
+from ..containers import Container, Matrix, Vector, storage_and_layout
 from ..dtypes import check_dtype
 from ..errors import DTypeError
 from . import fusion, graph, ops
@@ -149,12 +149,12 @@ def binary(op: str, a, b, general):
     limits) takes the general ways (``general(op, a, b)``, ``graph.Node``)."""
     ta, tb = type(a), type(b)
     if ta is Vector or ta is Matrix:
-        sa, la = a.storage, a.layout
+        sa, la = storage_and_layout(a)
         ka = (sa.dtype, sa.shape) if la is None else (a.dtype, a.shape)
     else:
         ka = ta if ta is float else _operand_key(a)
     if tb is Vector or tb is Matrix:
-        sb, lb = b.storage, b.layout
+        sb, lb = storage_and_layout(b)
         kb = (sb.dtype, sb.shape) if lb is None else (b.dtype, b.shape)
     else:
         kb = tb if tb is float else _operand_key(b)

@@ -22,6 +22,7 @@ access, views and host reads of a container whose only copy is on the group gath
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -487,6 +488,12 @@ class Container(ArraySurface):
     def mark_device_written(self) -> None:
         """A kernel wrote the device buffer: the host copy is now stale."""
         self._storage.device_written()
+
+
+#: ``(storage, layout)`` of a container (its :attr:`~Container.storage` and
+#: :attr:`~Container.layout`) in one call without a Python frame: the array backend's
+#: operators read both for every operand.
+storage_and_layout = operator.attrgetter("_storage", "_layout")
 
 
 class Vector(Container):
