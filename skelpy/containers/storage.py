@@ -33,7 +33,8 @@ from ..errors import BoundsError, DTypeError, ShapeError
 from .selection import Selection
 
 #: A storage's list of readers is pruned (readers gone or computed dropped) when it reaches
-#: this length, so that a loop of pending values over one container keeps it short.
+#: this length (and then each power of two above it), so that a loop of pending values over
+#: one container keeps it short.
 MAX_READERS = 64
 
 _new = object.__new__
@@ -97,8 +98,10 @@ class Storage:
         if readers is None:
             self.readers = [ref]
             return
-        if len(readers) >= MAX_READERS:
-            # drop the readers gone or computed (inline: this runs over every reader)
+        n = len(readers)
+        if n >= MAX_READERS and not n & (n - 1):
+            # drop the readers gone or computed, at lengths 64, 128, 256, ... (so a list of
+            # many live readers is not walked on every addition)
             readers = self.readers = [r for r in readers
                                       if (s := r()) is not None and s.pending is not None]
         readers.append(ref)
