@@ -95,6 +95,9 @@ class Exchange:
     size: int
     local: tuple[int, ...]
     runtimes: tuple
+    #: What a halo exchange round costs beyond the in-process one's (seconds), for the halo
+    #: depth rule (:meth:`skelpy.distribution.stencil._Job.best_k`): 0 in one process.
+    round_latency: float = 0.0
 
     def move(self, moves: Sequence[Move], *, after: Mapping[int, list] | None = None,
              overlap: bool = False) -> Moved:

@@ -59,8 +59,11 @@ TEMPORAL_NAMES = _temporal.NAMES          # t and the pass's tile
 WINDOW = ("-DSKP_ROW_WINDOW=1",)
 # What one halo exchange round costs beyond its copies (events, launches, the host): on 2 x
 # H200 heat 4096^2/16384^2 lost ~150-190 us per round of 4 steps against half of one GPU's
-# time (bench_multidev/bench_mpi, 2026-11-23); PoCL CPU devices, a guess.
-ROUND_LATENCY_GPU = 150e-6
+# time (bench_multidev/bench_mpi, 2026-11-23, third session); in the fourth, with the host's
+# round cheaper, the deeper halos still won at both sizes (4096^2 x100: k = 100 1.607x against
+# the rule's 88 1.584x; 16384^2: k = 64 1.896x against 44 1.891x), which a round's latency of
+# ~300 us puts at the rule's optimum. PoCL CPU devices, a guess.
+ROUND_LATENCY_GPU = 300e-6
 WHOLE_MIN_ROWS = 1024            # parts this tall take the whole matrix's point (_whole_point)
 WINDOW_COPIES_KEPT = 1024        # kernel copies kept per kernel (windows x buffers) across calls
 ROUND_LATENCY_CPU = 400e-6
@@ -167,7 +170,7 @@ class _Job:
         """The k of :meth:`default_k`'s cost rule before it is rounded to a legal one."""
         dev = self.group.devices[0]
         gpu = dev.kind == "gpu"
-        latency = ROUND_LATENCY_GPU if gpu else ROUND_LATENCY_CPU
+        latency = (ROUND_LATENCY_GPU if gpu else ROUND_LATENCY_CPU) + self.ex.round_latency
         bandwidth = 3e12 if gpu else 2e10
         item = self.src.dtype.itemsize + self.bound.out_dtype.itemsize
         per_row = self.cols * item * (1 + self.plan.features.get("reads", 1.0) / 8) / bandwidth

@@ -72,6 +72,11 @@ class MPIExchange(Exchange):
     """One rank per process over ``comm``; see the module docstring."""
 
     MAX_IDLE_BYTES = 256 << 20
+    # A round through MPI adds the halo's trip through MPI between the download and the
+    # upload: a halo alpha of ~130 us between 2 ranks on one 2 x H200 host (benchmarks.
+    # weak_scaling, 2026-11-23), which the halo depth rule weighs like the round's own latency
+    # (so under MPI rounds are rarer: at heat 4096^2 x100 the group's k = 88 became 100).
+    round_latency = 130e-6
 
     def __init__(self, group, comm):
         from mpi4py import MPI
