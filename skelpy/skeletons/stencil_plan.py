@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import runtime as _rt
 from ..muscle.params import Accessor
+from ..tuner import cpu_defaults
 from ..tuner.space import Param, ParamSpace
 from .limits import MAX_CELLS, Legality, Rule, at_least, one_of
 from .plan import Plan
@@ -205,12 +206,12 @@ def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
     return rows * cols * itemsize
 
 
-# Neighbours read per cell above which a stencil counts as compute-heavy. A GPU's local tile
-# pays off later than a CPU's narrow groups: on an H200 at 4096^2 the tile ran a 5x5 LoG (13
-# reads) in 106.7 us against the light default's 42.1 us (issue 18) and a 5x5 Gaussian (26
-# reads) in 0.150 ms against 0.104 ms without it, and won only for the 11x11 Gaussian (121);
-# on PoCL the narrow heavy groups ran the same LoG 1.5-2x faster than the light default.
-HEAVY_READS = {"gpu": 48, "cpu": 12}
+# Neighbours read per cell above which a stencil counts as compute-heavy on a GPU, whose local
+# tile pays off late: on an H200 at 4096^2 the tile ran a 5x5 LoG (13 reads) in 106.7 us
+# against the light default's 42.1 us (issue 18) and a 5x5 Gaussian (26 reads) in 0.150 ms
+# against 0.104 ms without it, and won only for the 11x11 Gaussian (121). CPUs have their own
+# rule (skelpy.tuner.cpu_defaults).
+HEAVY_READS = {"gpu": 48}
 
 
 def default_point(dev, features: Mapping[str, float]) -> dict:
@@ -229,11 +230,9 @@ def default_point(dev, features: Mapping[str, float]) -> dict:
             * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
     # many reads that cover much of the neighbourhood: a sparse far-reaching stencil (Table
     # 6.3's synthetic 1/10/30/30) gains nothing from staging its large halo
-    heavy = reads > HEAVY_READS["gpu" if dev.kind == "gpu" else "cpu"] and reads >= 0.25 * area
+    heavy = reads > HEAVY_READS["gpu"] and reads >= 0.25 * area
     if dev.kind == "gpu":
         if heavy:
             return {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
         return {"wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
-    if heavy:
-        return {"wg_r": 4, "wg_c": 16, "cr": 2, "cc": 1, "local": 0, "vec": 1}
-    return {"wg_r": 4, "wg_c": 64, "cr": 1, "cc": 1, "local": 0, "vec": 1}
+    return cpu_defaults.stencil_point(dev, features)   # issue 18: re-measured on PoCL
