@@ -38,6 +38,10 @@ STENCIL_CANDIDATES = {
     "2x16c2x2L": _st(2, 16, 2, 2, 1), "4x8c2x4L": _st(4, 8, 2, 4, 1),
     "8x16c2x2L": _st(8, 16, 2, 2, 1), "4x16c1x4L": _st(4, 16, 1, 4, 1),
 }
+REDUCE_CANDIDATES = {f"wg{wg}i{it}g{g}": {"wg": wg, "items": it, "groups": g, "stages": 1}
+                     for wg in (1, 4, 16, 64) for it in (2, 16) for g in (4, 16, 64)}
+SCAN_CANDIDATES = {f"wg{wg}i{it}{m[:3]}": {"wg": wg, "items": it, "method": m}
+                   for wg in (1, 8, 64) for it in (4, 16) for m in ("lookback", "levels")}
 MAP_CANDIDATES = {f"wg{wg}c{c}vw{vw}": {"wg": wg, "coarsen": c, "blocked": 0, "vw": vw}
                   for wg in (256, 512) for c in (1, 4) for vw in (1, 4, 16)}
 
@@ -52,7 +56,7 @@ def scenario_cases(sizes, only: str | None):
     for s in sizes:
         seen = set()
         for c in tt.held_out_cases([s], [s * s], ()):
-            if c.kind in ("stencil", "map"):
+            if c.kind in ("stencil", "map", "reduce", "scan"):
                 out.append(c)
                 seen.add(c.group)
         for k, sh in enumerate(shapes):
@@ -61,6 +65,7 @@ def scenario_cases(sizes, only: str | None):
         out.append(te._map_case(s))
         out.append(te._poly_case(s))
         out.append(te._zip_case(s))
+        out += [te._reduce_case(s), te._reduce_case(s, "float64")]
         for intensity, calls in ((0, 0), (1, 0), (2, 0), (4, 0), (8, 0), (0, 1), (2, 1), (0, 2)):
             out.append(_synthetic_map(intensity, calls, s))
     if only:
@@ -90,7 +95,8 @@ def measure_case(case, rounds: int, passes: int) -> dict:
     from skelpy.tuner.sweep import confirm
 
     call = exhaustive_call(case)
-    cands = STENCIL_CANDIDATES if call.req.skeleton == "stencil" else MAP_CANDIDATES
+    cands = {"stencil": STENCIL_CANDIDATES, "reduce": REDUCE_CANDIDATES,
+             "mapreduce": REDUCE_CANDIDATES, "scan": SCAN_CANDIDATES}.get(call.req.skeleton, MAP_CANDIDATES)
     default = call.default()
     pts = {}
     for name, p in cands.items():
@@ -145,7 +151,7 @@ def main(argv=None) -> int:
     out = {"device": sk.current_device().name, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
            "rounds": args.rounds, "passes": args.passes, "rows": rows,
            "seconds": time.perf_counter() - t0}
-    for kind in ("stencil", "map", "zip"):
+    for kind in ("stencil", "map", "zip", "reduce", "scan"):
         rs = [r for r in rows if r["skeleton"] == kind]
         if not rs:
             continue

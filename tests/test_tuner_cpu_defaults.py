@@ -65,7 +65,7 @@ def test_branchy_reads_count_by_the_cells_they_can_reach():
 
 def test_heavy_stencils_take_two_rows_per_work_item():
     assert cpu_defaults.stencil_point(cpu(), GAUSS5) == point(4, 16, cr=2)
-    assert cpu_defaults.stencil_point(cpu(), GAUSS11) == point(4, 16, cr=2)
+    assert cpu_defaults.stencil_point(cpu(), GAUSS11) == point(8, 16)   # 12 x 11 window
     assert cpu_defaults.stencil_point(cpu(8.0), GAUSS5) == point(4, 8, cr=2)
 
 
@@ -100,3 +100,19 @@ def test_library_math_calls_are_told_from_vectorising_intrinsics():
     assert cpu_defaults.libm_calls(src) == 0
     assert cpu_defaults.libm_calls("return sin(x) * exp(-x * x) + log(1.0f + x) + "
                                    "pow (x, y) + atan2(x, y);") == 5
+
+
+GROUPS = (1, 4, 16, 64, 256, 1024, 4096, 16384)   # reduce_plan.GROUPS_VALUES
+
+
+@pytest.mark.parametrize("cu,groups", [(2, 16), (1, 4), (8, 64), (32, 256), (None, 4)])
+def test_folds_take_small_groups_about_eight_per_compute_unit(cu, groups):
+    dev = SimpleNamespace(kind="cpu", compute_units=cu)
+    assert cpu_defaults.fold_point(dev, GROUPS, 4096) == {"wg": 4, "items": 2,
+                                                          "groups": groups, "stages": 1}
+    assert cpu_defaults.fold_point(dev, GROUPS, 2)["wg"] == 2      # the kernel's limit
+
+
+def test_scans_take_tiles_of_eight_work_items():
+    assert cpu_defaults.scan_point(4096) == {"wg": 8, "items": 16, "method": "lookback"}
+    assert cpu_defaults.scan_point(4)["wg"] == 4

@@ -20,6 +20,7 @@ from typing import Any
 FALLBACK_LANES = 16        # float lanes when the device does not say (AVX-512)
 LIGHT_ITEMS = 128          # work-items of a light stencil's group: 8 rows of 16 lanes
 HEAVY_READS = 24           # distinct neighbours read per cell above which a stencil is heavy
+WINDOW_LIMIT = 96          # most cells two rows' neighbourhoods span for 2 rows per work-item
 
 
 def simd_lanes(device: Any) -> int:
@@ -56,7 +57,9 @@ def stencil_point(device: Any, features: Mapping[str, float]) -> dict:
     Sobel, non-maximum suppression, Game of Life, the 5x5 LoG at 512^2-1024^2). Heavy ones
     (more than :data:`HEAVY_READS` distinct neighbours, covering a quarter of the
     neighbourhood: a 5x5 Gaussian reads 25): 4 rows of one SIMD width, 2 rows per work-item,
-    whose reads overlap (about 1.03x over the light point). Divergent loops: one row of two
+    whose reads overlap (1.0-1.3x over the light point), while the two rows' neighbourhoods
+    span at most :data:`WINDOW_LIMIT` cells (an 11x11 Gaussian's 132 do not: twice its 121
+    unrolled taps ran 1.03-1.2x slower than the light point). Divergent loops: one row of two
     SIMD widths (:func:`divergent_loop`)."""
     lanes = simd_lanes(device)
     area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
@@ -64,7 +67,9 @@ def stencil_point(device: Any, features: Mapping[str, float]) -> dict:
     reads = distinct_reads(features)
     if divergent_loop(features):
         return {"wg_r": 1, "wg_c": 2 * lanes, "cr": 1, "cc": 1, "local": 0, "vec": 1}
-    if reads > HEAVY_READS and reads >= 0.25 * area:
+    window = ((features.get("north", 0.0) + features.get("south", 0.0) + 2)
+              * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
+    if reads > HEAVY_READS and reads >= 0.25 * area and window <= WINDOW_LIMIT:
         return {"wg_r": 4, "wg_c": lanes, "cr": 2, "cc": 1, "local": 0, "vec": 1}
     return {"wg_r": max(1, LIGHT_ITEMS // lanes), "wg_c": lanes, "cr": 1, "cc": 1,
             "local": 0, "vec": 1}
@@ -93,3 +98,29 @@ def elementwise_vw(features: Mapping[str, float], vw_default: int) -> int:
     older translator), any math operation counts as a library call."""
     calls = features.get("libm_calls", features.get("ops_math", 0.0))
     return vw_default if calls > 0 else 1
+
+
+# PoCL splits a work-group's work-item loop at every barrier, and a fold's or scan's tree
+# within the group has log2(wg) of them: on a CPU a few work-items per group win.
+FOLD_WG = 4                # work-items of a flat fold's group (Reduce, MapReduce)
+FOLD_ITEMS = 2             # elements per work-item per step
+FOLD_GROUPS_PER_CU = 8     # work-groups per compute unit (PoCL hands whole groups to threads)
+SCAN_WG = 8                # work-items of a scan's tile
+SCAN_ITEMS = 16            # consecutive elements per work-item
+
+
+def fold_point(device: Any, groups_values: tuple[int, ...], wmax: int) -> dict:
+    """A flat fold's default on a CPU: groups of :data:`FOLD_WG` work-items folding
+    :data:`FOLD_ITEMS` elements a step, about :data:`FOLD_GROUPS_PER_CU` groups per compute
+    unit (float32 and float64 sums and a max over 2^18-2^20 elements: 0.85-1.0 of the best
+    of 24 candidates, where 64 x 16 in 64 groups reached 0.28-0.33)."""
+    cu = max(int(getattr(device, "compute_units", 1) or 1), 1)
+    groups = min(groups_values, key=lambda g: abs(g - FOLD_GROUPS_PER_CU * cu))
+    return {"wg": min(FOLD_WG, wmax), "items": FOLD_ITEMS, "groups": groups, "stages": 1}
+
+
+def scan_point(wmax: int) -> dict:
+    """A scan's default on a CPU: tiles of :data:`SCAN_WG` x :data:`SCAN_ITEMS` with the
+    decoupled look-back (an inclusive float32 sum over 2^18 and 2^20 elements: 1.0 of the
+    best of 12 candidates, where 64 x 16 reached 0.40-0.79)."""
+    return {"wg": min(SCAN_WG, wmax), "items": SCAN_ITEMS, "method": "lookback"}
