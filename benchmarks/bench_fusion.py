@@ -1,7 +1,7 @@
 """Array expressions fused into single kernels (issue 15), against hand-written and unfused
 alternatives, in one run on one device.
 
-    python -m benchmarks.bench_fusion [--quick] [--n N] [--calls K]
+    python -m benchmarks.bench_fusion [--quick] [--n N] [--calls K] [--loop-only]
     python -m benchmarks.suite --only fusion [--quick]
 
 Cases (kernel times from OpenCL profiling events, minimum of repeats; CuPy's from CUDA events
@@ -28,6 +28,9 @@ when CuPy is importable, i.e. on the GPU host only):
   after the first iteration (target 0) and time per iteration of the loop (one wait at its
   end) vs the same loop of one ``Zip`` call each (target within 1.5x); beside it the host CPU
   time per call (this thread only) and the latency of a call that waits for its result.
+  Each measurement alternates the two loops (expression, Zip, expression, ...), so that a
+  change of load on the machine falls on both; ``--loop-only`` runs this case alone (written
+  to ``results/fusion-loop-<device>.json``).
 """
 
 from __future__ import annotations
@@ -83,32 +86,35 @@ def _median_wall(fn, calls: int) -> float:
     return statistics.median(samples)
 
 
-def _loop_seconds(fn, calls: int, q) -> float:
-    """Seconds per iteration of a loop of ``calls`` calls of ``fn`` and one wait at its
-    end: median of 5 loops."""
-    samples = []
+def _loop_seconds(fns, calls: int, q) -> list[float]:
+    """For each of ``fns``: seconds per iteration of a loop of ``calls`` calls and one wait
+    at its end, median of 5 loops (the functions' loops alternate)."""
+    samples = [[] for _ in fns]
     for _ in range(5):
-        q.finish()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        q.finish()
-        samples.append((time.perf_counter() - t0) / calls)
-    return statistics.median(samples)
+        for fn, out in zip(fns, samples, strict=True):
+            q.finish()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            q.finish()
+            out.append((time.perf_counter() - t0) / calls)
+    return [statistics.median(s) for s in samples]
 
 
-def _cpu_seconds(fn, calls: int, q) -> float:
-    """This thread's CPU seconds per call of ``fn`` (no wait: the call's own host work;
-    other processes on the machine do not count), median of batches of 20."""
-    samples = []
+def _cpu_seconds(fns, calls: int, q) -> list[float]:
+    """For each of ``fns``: this thread's CPU seconds per call (no wait: the call's own host
+    work; other processes on the machine do not count), median of batches of 20 (the
+    functions' batches alternate)."""
+    samples = [[] for _ in fns]
     for _ in range(max(1, calls // 20)):
-        q.finish()
-        t0 = time.thread_time()
-        for _ in range(20):
-            fn()
-        samples.append((time.thread_time() - t0) / 20)
+        for fn, out in zip(fns, samples, strict=True):
+            q.finish()
+            t0 = time.thread_time()
+            for _ in range(20):
+                fn()
+            out.append((time.thread_time() - t0) / 20)
     q.finish()
-    return statistics.median(samples)
+    return [statistics.median(s) for s in samples]
 
 
 def _add(a, b):
@@ -127,11 +133,65 @@ def _heat(nb):
     return nb[0, 0] + 0.2 * (nb[-1, 0] + nb[1, 0] + nb[0, -1] + nb[0, 1] - 4 * nb[0, 0])
 
 
+def _small_loop(rt, hx, hy, calls: int) -> tuple[dict, list]:
+    """The issue's target: a loop of ``calls`` small expressions costs, per iteration, within
+    1.5x of the same loop of one skeleton call each (same size, same work), and builds
+    nothing after its first iteration. Timed as a loop (one wait at its end; median of 5
+    loops): on a device that keeps up, that is the host's cost per call. Beside it: the host
+    CPU time per call, and the latency of one call that waits for its result."""
+    q = rt.queue
+    sx, sy = sk.Vector(hx[:64]), sk.Vector(hy[:64])
+    saxpy = sk.Zip(lambda u, v, s: s * u + v)
+    a = 2.0
+
+    def expr_host():
+        sk.evaluate(a * sx + sy)
+
+    def skel_host():
+        saxpy(sx, sy, a)
+
+    def expr_call():
+        expr_host()
+        q.finish()
+
+    def skel_call():
+        skel_host()
+        q.finish()
+
+    expr_call()
+    skel_call()
+    builds = rt.stats.builds
+    t_loop_expr, t_loop_skel = _loop_seconds([expr_host, skel_host], calls, q)
+    rebuilt = rt.stats.builds - builds
+    c_expr, c_skel = _cpu_seconds([expr_host, skel_host], calls, q)
+    t_expr = _median_wall(expr_call, min(calls, 300))
+    t_skel = _median_wall(skel_call, min(calls, 300))
+    loop = {"calls": calls, "builds_after_first": rebuilt,
+            "loop_expression_us": t_loop_expr * 1e6, "loop_skeleton_call_us": t_loop_skel * 1e6,
+            "ratio": t_loop_expr / t_loop_skel,
+            "cpu_expression_us": c_expr * 1e6, "cpu_skeleton_us": c_skel * 1e6,
+            "cpu_ratio": c_expr / c_skel,
+            "waited_expression_us": t_expr * 1e6, "waited_skeleton_us": t_skel * 1e6,
+            "waited_ratio": t_expr / t_skel}
+    print_table([loop], title=f"a loop of {calls} small expressions (a*x+y, 64 float32) vs the "
+                "same loop of one Zip call: us per iteration")
+    return loop, [("no rebuilds in a loop of small expressions", rebuilt == 0),
+                  ("a loop of small expressions within 1.5x of one skeleton call each",
+                   t_loop_expr / t_loop_skel <= 1.5)]
+
+
+def _report(targets) -> None:
+    for what, ok in targets:
+        print(f"  {'met ' if ok else 'MISS'}  {what}")
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     ap.add_argument("--n", type=int, default=None, help="elements (default by device)")
     ap.add_argument("--calls", type=int, default=None, help="iterations of the small loop")
+    ap.add_argument("--loop-only", action="store_true",
+                    help="only the loop of small expressions")
     args = ap.parse_args(argv)
     rt = runtime.current()
     dev, q, ctx = rt.device, rt.queue, rt.context
@@ -141,6 +201,15 @@ def main(argv=None) -> dict:
     reps = 5 if args.quick else 15
     calls = args.calls or (200 if args.quick else 1000)
     print(f"device: {dev.name} ({dev.platform}); n = {n}")
+    if args.loop_only:
+        rng = np.random.default_rng(0)
+        hx, hy = (rng.standard_normal(64).astype(np.float32) for _ in range(2))
+        loop, targets = _small_loop(rt, hx, hy, calls)
+        _report(targets)
+        path = write_json("fusion-loop", dev.name, {"loop": loop, "targets": [
+            {"target": t, "met": ok} for t, ok in targets]})
+        print(f"wrote {path}")
+        return {"loop": loop}
     bw = copy_bandwidth(q, nbytes=min(4 * n, 1 << 30), reps=reps)
     print(f"copy bandwidth: {bw / 1e9:.1f} GB/s (read + write)")
     cp = _cupy()
@@ -325,52 +394,9 @@ def main(argv=None) -> dict:
     columns = list(dict.fromkeys(k for r in rows for k in r))
     print_table(rows, columns, title="fused kernels (kernel time)")
 
-    # -- a loop of small expressions -------------------------------------------------------------
-    # The issue's target: a loop of `calls` small expressions costs, per iteration, within 1.5x
-    # of the same loop of one skeleton call each (same size, same work), and builds nothing
-    # after its first iteration. Timed as a loop (one wait at its end; median of 5 loops):
-    # on a device that keeps up, that is the host's cost per call. Beside it: the host CPU
-    # time per call, and the latency of one call that waits for its result.
-    sx, sy = sk.Vector(hx[:64]), sk.Vector(hy[:64])
-    saxpy = sk.Zip(lambda u, v, s: s * u + v)
-
-    def expr_host():
-        sk.evaluate(a * sx + sy)
-
-    def skel_host():
-        saxpy(sx, sy, a)
-
-    def expr_call():
-        expr_host()
-        q.finish()
-
-    def skel_call():
-        skel_host()
-        q.finish()
-
-    expr_call()
-    builds = rt.stats.builds
-    t_loop_expr = _loop_seconds(expr_host, calls, q)
-    rebuilt = rt.stats.builds - builds
-    t_loop_skel = _loop_seconds(skel_host, calls, q)
-    c_expr = _cpu_seconds(expr_host, calls, q)
-    c_skel = _cpu_seconds(skel_host, calls, q)
-    t_expr = _median_wall(expr_call, min(calls, 300))
-    t_skel = _median_wall(skel_call, min(calls, 300))
-    loop = {"calls": calls, "builds_after_first": rebuilt,
-            "loop_expression_us": t_loop_expr * 1e6, "loop_skeleton_call_us": t_loop_skel * 1e6,
-            "ratio": t_loop_expr / t_loop_skel,
-            "cpu_expression_us": c_expr * 1e6, "cpu_skeleton_us": c_skel * 1e6,
-            "cpu_ratio": c_expr / c_skel,
-            "waited_expression_us": t_expr * 1e6, "waited_skeleton_us": t_skel * 1e6,
-            "waited_ratio": t_expr / t_skel}
-    print_table([loop], title=f"a loop of {calls} small expressions (a*x+y, 64 float32) vs the "
-                "same loop of one Zip call: us per iteration")
-    targets.append(("no rebuilds in a loop of small expressions", rebuilt == 0))
-    targets.append(("a loop of small expressions within 1.5x of one skeleton call each",
-                    t_loop_expr / t_loop_skel <= 1.5))
-    for what, ok in targets:
-        print(f"  {'met ' if ok else 'MISS'}  {what}")
+    loop, more = _small_loop(rt, hx, hy, calls)
+    targets += more
+    _report(targets)
     data = {"n": n, "copy_bandwidth_GBs": bw / 1e9, "cases": rows, "loop": loop,
             "cupy": cp is not None, "targets": [{"target": t, "met": ok} for t, ok in targets]}
     path = write_json("fusion", dev.name, data)

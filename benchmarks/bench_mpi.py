@@ -11,7 +11,7 @@ floats, ``dot`` (MapReduce) and ``scan`` (inclusive sum) of 2^28 floats, and ``f
 dot and Scan of 2^10 floats, where the per-call cost of the small collectives is all there is;
 ``--quick`` takes small sizes (a check that it runs, e.g. on PoCL). Times are wall clock from a barrier to a barrier around the whole
 call on every rank, the result complete on the devices (the slowest rank counts), best of
-``--reps``; the one-rank time is the same call on rank 0's device alone while the others wait.
+``--reps`` (and their median); the one-rank time is the same call on rank 0's device alone while the others wait.
 Inputs are built from each rank's own rows (``from_local``), so no scatter is timed.
 """
 
@@ -92,16 +92,17 @@ def complete(result) -> None:
             r.finish()
 
 
-def timed(run, inputs, reps, barrier) -> float:
-    best = float("inf")
+def timed(run, inputs, reps, barrier) -> tuple[float, float]:
+    """(best, median) seconds of ``run(*inputs)`` over ``reps`` calls after a first one."""
+    times = []
     for k in range(reps + 1):                       # the first call builds and tunes
         barrier()
         t0 = time.perf_counter()
         complete(run(*inputs))
         barrier()
         if k:
-            best = min(best, time.perf_counter() - t0)
-    return best
+            times.append(time.perf_counter() - t0)
+    return min(times), float(np.median(times))
 
 
 def main() -> None:
@@ -137,25 +138,26 @@ def main() -> None:
                 lo, hi = split(shape[0], ranks)[rank]
                 inputs.append(cls.from_local(rows_of(shape, lo, hi, i)))
         reps = args.reps * 10 if key == "fixed" else args.reps    # microseconds: more
-        t_group = timed(run, inputs, reps, barrier)
+        t_group, t_median = timed(run, inputs, reps, barrier)
         whole = [np.asarray(c) for c in inputs]          # gathered on every rank
         t_one = None
         spec = args.group or ("mpi:" + args.kind if args.kind else "mpi")
         if rank == 0:
             sk.use(mine)
             alone = [type(c)(w) for c, w in zip(inputs, whole)]
-            t_one = timed(run, alone, reps, lambda: None)
+            t_one = timed(run, alone, reps, lambda: None)[0]
             sk.use(spec)
         barrier()
-        row = {"case": name, "ranks": ranks, "seconds": t_group, "one_device_seconds": t_one,
-               "work": work}
+        row = {"case": name, "ranks": ranks, "seconds": t_group, "median_seconds": t_median,
+               "one_device_seconds": t_one, "work": work}
         if t_one:
             row["speedup"] = t_one / t_group
             row["efficiency"] = row["speedup"] / ranks
         rows.append(row)
         if rank == 0:
             print(f"{name:28s} {ranks} {'devices' if args.group else 'ranks'}: "
-                  f"{t_group * 1e3:9.2f} ms   1 device: {t_one * 1e3:9.2f} ms   "
+                  f"{t_group * 1e3:9.2f} ms (median {t_median * 1e3:.2f})   "
+                  f"1 device: {t_one * 1e3:9.2f} ms   "
                   f"speedup {row['speedup']:.2f}x", flush=True)
     if rank == 0:
         doc = {"schema": "skelpy-bench-mpi/1", "mode": "group" if args.group else "mpi",

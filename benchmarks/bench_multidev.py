@@ -18,7 +18,8 @@ Two numbers per call, the minimum over the repeats:
   exchanges and waits for them included) is taken on that device, and the call's time is the
   longest span: the critical path as the devices saw it.
 - ``wall_s``: the host's clock around the call and the finish (launch overhead, host-side
-  parts of exchanges included).
+  parts of exchanges included); ``enqueue_s``: around the call alone (median), the host's
+  time to enqueue it: where it nears ``kernel_s`` the devices waited for the host.
 
 ``speedup`` is the one-device time over the group's (kernel and wall); for stencils on a group,
 ``exchange_fraction`` is the device time of the halo copies (their events) over the summed
@@ -158,11 +159,14 @@ def measure(skel, args, kwargs, reps: int) -> dict:
     del result
     best_k = best_w = float("inf")
     exch = None
+    enqueue = []
     for _ in range(max(1, reps)):
         t0 = time.perf_counter()
         result = skel(*args, **kwargs)
+        t1 = time.perf_counter()
         _finish_all()
         wall = time.perf_counter() - t0
+        enqueue.append(t1 - t0)
         launch = skel.last_launch
         spans = _spans(launch.events)
         k = max(spans.values()) if spans else 0.0
@@ -175,7 +179,10 @@ def measure(skel, args, kwargs, reps: int) -> dict:
         params = dict(launch.params)
         k_depth = getattr(launch, "k", None)
         del result
-    row = {"kernel_s": best_k, "wall_s": best_w, "params": params}
+    # the host's time to make the call (enqueue, no finish), median: near kernel_s, the
+    # devices waited for the host
+    row = {"kernel_s": best_k, "wall_s": best_w, "enqueue_s": float(np.median(enqueue)),
+           "params": params}
     if k_depth is not None:
         row["k"] = k_depth
     if exch is not None:
@@ -279,8 +286,9 @@ def main(argv=None) -> dict:
             "reps": args.reps, "rows": rows,
             "timing": "kernel_s: longest per-device event span; wall_s: host clock to finish"}
     print_table([{k: v for k, v in r.items() if k not in ("params",)} for r in rows],
-                ["case", "size", "devices", "kernel_s", "wall_s", "speedup_kernel",
-                 "speedup_wall", "rate", "unit", "k", "exchange_fraction", "stall_fraction", "error"])
+                ["case", "size", "devices", "kernel_s", "wall_s", "enqueue_s", "speedup_kernel",
+                 "speedup_wall", "rate", "unit", "k", "exchange_fraction", "stall_fraction",
+                 "error"])
     path = write_json("multidev", group[0].name, data)
     print(f"written to {path}")
     return data

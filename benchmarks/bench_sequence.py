@@ -21,6 +21,9 @@ one kernel per stage, each at the parameters skelpy chooses), ``fused`` (``param
 ``default`` (no params: what the tuner decides: staged, fused or streamed). Every result is
 compared bit for bit with the staged one (``equal``). ``speedup`` = staged / variant time.
 The issue's target: Canny at 4096^2 on the H200 with fused or streamed >= 1.3x staged.
+``split`` rows (Canny cases): the smoothing staged, then Sobel >> NMS as one fused (or
+streamed) kernel, as two calls whose kernel times are summed: the measurement behind a
+partial fusion, which the sequence's decision does not make yet.
 
 On the H200 the lead runs::
 
@@ -60,6 +63,11 @@ TILES = ({"fu_wc": 32, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1, "fu_flat": 2},
          {"fu_wc": 16, "fu_wr": 16, "fu_cr": 2, "fu_cc": 2, "fu_flat": 1},
          {"fu_wc": 32, "fu_wr": 4, "fu_cr": 8, "fu_cc": 2, "fu_flat": 1},
          {"fu_wc": 64, "fu_wr": 4, "fu_cr": 8, "fu_cc": 1, "fu_flat": 2})
+# --quick: runs of 4 and 8 (flat 2: register windows), 4 dealt one by one, and the 16x16 tile
+# of 2 x 2 cells (the fused default before runs shared their windows)
+QUICK_TILES = (TILES[0], TILES[1],
+               {"fu_wc": 32, "fu_wr": 4, "fu_cr": 8, "fu_cc": 1, "fu_flat": 2},
+               {"fu_wc": 16, "fu_wr": 16, "fu_cr": 2, "fu_cc": 2, "fu_flat": 2})
 # stream tiles beside the default (windows from the ring, the walk a loop, 128 x 128)
 STREAM_TILES = ({"tb_ring": 1, "tb_unroll": 1},
                 {"tb_ring": 0, "tb_unroll": 1},
@@ -184,6 +192,14 @@ def bench_case(name: str, n: int, reps: int, tiles, stream_tiles=()) -> list[dic
     variants.append(("streamed", {"fuse": 2}))
     variants += [("stream tile", dict(t, fuse=2)) for t in stream_tiles]
     variants.append(("default", None))
+    # the head stages staged, the last two (Sobel >> NMS, light) as one fused or streamed
+    # kernel: two calls, their kernel times summed (what a split decision would run)
+    head, tail = seq.stages[:-2], None
+    if head:
+        head = sk.StencilSequence(*head) if len(head) > 1 else head[0]
+        tail = sk.StencilSequence(*seq.stages[-2:])
+        variants += [("split fused", {"split": 1}), ("split streamed", {"split": 2})]
+        variants += [("split fused tile", dict(t, split=1)) for t in tiles[:2]]
     best: dict[int, float] = {}
     outs: dict[int, object] = {}
     launches: dict[int, object] = {}
@@ -193,13 +209,22 @@ def bench_case(name: str, n: int, reps: int, tiles, stream_tiles=()) -> list[dic
             if i in errors:
                 continue
             try:
-                out = seq(m, params=params)
+                if params is not None and "split" in params:
+                    mid = head(m, params={"fuse": 0}) if isinstance(head, sk.StencilSequence) \
+                        else head(m)
+                    t_head = head.last_launch.kernel_time
+                    tp = {k: v for k, v in params.items() if k != "split"}
+                    out = tail(mid, params=dict(tp, fuse=params["split"]))
+                    secs, launch = t_head + tail.last_launch.kernel_time, tail.last_launch
+                else:
+                    out = seq(m, params=params)
+                    secs, launch = seq.last_launch.kernel_time, seq.last_launch
             except sk.SkelpyError as exc:      # a tile the device refuses
                 errors[i] = str(exc)[:80]
                 continue
             if rnd:
-                best[i] = min(best.get(i, float("inf")), seq.last_launch.kernel_time)
-            outs[i], launches[i] = out, seq.last_launch
+                best[i] = min(best.get(i, float("inf")), secs)
+            outs[i], launches[i] = out, launch
     ref = outs[0].to_numpy()
     t_staged = best[0]
     rows = []
@@ -241,7 +266,7 @@ def main(argv=None) -> dict:
     else:
         sizes = [512] if args.quick else [512, 1024]
     reps = args.reps or (5 if args.quick else 10)
-    tiles = TILES[:3] if args.quick else TILES
+    tiles = QUICK_TILES if args.quick else TILES
     stream_tiles = STREAM_TILES[:4] if args.quick else STREAM_TILES
     rows = []
     for name in args.cases.split(","):
@@ -252,19 +277,21 @@ def main(argv=None) -> dict:
                 ["case", "size", "run", "tile", "ms", "speedup", "fused", "streamed",
                  "equal"],
                 title=f"Fused and streamed vs staged stencil sequences on {dev.name}")
-    best: dict[str, dict[str, float]] = {"fused": {}, "streamed": {}}
+    best: dict[str, dict[str, float]] = {"fused": {}, "streamed": {}, "split": {}}
     for r in rows:
-        kind = "streamed" if r.get("streamed") else "fused" if r.get("fused") else None
+        kind = "split" if str(r.get("run", "")).startswith("split") and "ms" in r else \
+            "streamed" if r.get("streamed") else "fused" if r.get("fused") else None
         if kind and "ms" in r and r["run"] != "default":
             key = f"{r['case']}@{r['size']}"
             best[kind][key] = max(best[kind].get(key, 0.0), r["speedup"])
     summary = {"best_fused_speedup": best["fused"], "best_streamed_speedup": best["streamed"],
+               "best_split_speedup": best["split"],
                "default": {f"{r['case']}@{r['size']}": "streamed" if r["streamed"] else
                            "fused" if r["fused"] else "staged"
                            for r in rows if r["run"] == "default" and "ms" in r},
                "all_equal": all(r.get("equal", True) for r in rows),
                "target": "canny 4096^2 on the H200: fused or streamed >= 1.3x staged"}
-    for kind in ("fused", "streamed"):
+    for kind in ("fused", "streamed", "split"):
         print(f"best {kind} / staged:",
               ", ".join(f"{k} {v:.2f}x" for k, v in best[kind].items()) or "-")
     print("default runs:", ", ".join(f"{k} {v}" for k, v in summary["default"].items()))

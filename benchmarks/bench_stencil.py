@@ -425,6 +425,15 @@ SWEEP_GPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=lo, vec=1)
 SWEEP_GOL_GPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=0, vec=v)
                  for (r, c) in ((4, 32), (4, 64), (8, 32), (2, 128), (1, 256), (8, 64))
                  for cr in (1, 2, 4, 8) for v in (2, 4)]
+# ``--sweep-set vector``: a short list of vector-path points, the whole sweep on GPUs where one
+# run must stay short (the Game of Life acceptance run: uint8 and int32 at 8192^2 and 16384^2).
+# ``vec`` counts 4-byte words (stencil_plan.vector_columns): vec=4 is a uchar16 per row for
+# uint8 and an int4 for int32; points whose window is too large for a dtype are skipped.
+SWEEP_VECTOR_GPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=0, vec=v)
+                    for (r, c), cr, v in (((16, 16), 2, 4), ((16, 16), 1, 4), ((8, 32), 2, 4),
+                                          ((4, 64), 2, 4), ((16, 16), 4, 2), ((8, 32), 4, 2),
+                                          ((4, 64), 2, 2), ((4, 32), 2, 2), ((4, 64), 4, 4),
+                                          ((4, 32), 2, 4), ((8, 32), 1, 4), ((2, 128), 2, 4))]
 #: --cases names that stand for several cases
 CASE_GROUPS = {"game_of_life": ("game_of_life", "game_of_life_int32")}
 SWEEP_CPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=cc, local=0, vec=1)
@@ -542,6 +551,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--cases", default="all", help="comma-separated case names")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-sweep", action="store_true", help="skip the 'skelpy best' sweep")
+    ap.add_argument("--sweep-set", choices=("full", "vector"), default="full",
+                    help="the 'skelpy best' sweep: every listed point (full) or a short list "
+                         "of vector-path points, each printed with its %% of copy and checked "
+                         "bit for bit against skelpy's own result (vector)")
+    ap.add_argument("--no-hand", action="store_true", help="skip the hand-written kernels")
     ap.add_argument("--sweep-max-size", type=int, default=None,
                     help="sweep only up to this size (default: 2048 on CPUs, all on GPUs)")
     ap.add_argument("--no-scipy", action="store_true", help="skip the scipy.ndimage timings")
@@ -575,7 +589,10 @@ def main(argv=None) -> dict:
     names = list(cases) if args.cases == "all" else list(dict.fromkeys(
         n for name in args.cases.split(",") for n in CASE_GROUPS.get(name, (name,))))
     sweep = [] if args.no_sweep else (SWEEP_GPU if gpu else SWEEP_CPU)
-    if args.quick:
+    vector_set = args.sweep_set == "vector" and not args.no_sweep
+    if vector_set:
+        sweep = SWEEP_VECTOR_GPU
+    elif args.quick:
         sweep = sweep[:: max(1, len(sweep) // 6)]
     sweep_max = args.sweep_max_size or (1 << 30 if gpu else 2048)
     rng = np.random.default_rng(2016)
@@ -588,24 +605,39 @@ def main(argv=None) -> dict:
             m = sk.Matrix(host)
             t_sk, p_sk = time_skelpy(st, m, reps)
             row = {"case": name, "size": size, "skelpy_ms": t_sk * 1e3}
+            got = st(m).to_numpy()
+            moved = float(host.nbytes + got.nbytes)
             t_best, p_best = t_sk, p_sk
+            if not isinstance(st, sk.StencilSequence):
+                # the space's default point (what runs where no tuning model speaks)
+                p_def = st.bind(m, ()).plan.make_space(rt)[0].default
+                t_def, _ = time_skelpy(st, m, reps, params=p_def)
+                row["default_ms"] = t_def * 1e3
+                row["default %copy"] = 100.0 * moved / t_def / copy_bw
+                if t_def < t_best:
+                    t_best, p_best = t_def, dict(p_def)
             if sweep and not isinstance(st, sk.StencilSequence) and size <= sweep_max:
-                extra = case.get("sweep", []) if gpu else []
+                extra = case.get("sweep", []) if gpu and not vector_set else []
                 for p in sweep + [q for q in extra if q not in sweep]:
                     try:
                         t, _ = time_skelpy(st, m, max(1, reps // 2), params=p)
                     except sk.SkelpyError:
                         continue        # illegal here (local memory, work-group limits)
+                    if vector_set:
+                        same = np.array_equal(st(m, params=p).to_numpy(), got)
+                        row["agree"] = bool(row.get("agree", True) and same)
+                        print(f"    {p}: {t * 1e6:.1f} us, {100.0 * moved / t / copy_bw:.1f}% "
+                              f"of copy{'' if same else ', RESULT DIFFERS'}", flush=True)
                     if t < t_best:
                         t_best, p_best = t, dict(p)
                 row["skelpy_best_ms"] = t_best * 1e3
-            got = st(m).to_numpy()
-            if case["hand"]:
+            if case["hand"] and not args.no_hand:
                 t_h, ref = time_hand(rt, prg, case["hand"], host, reps, hand_local)
                 row["hand_ms"] = t_h * 1e3
                 row["skelpy/hand"] = t_sk / t_h
-                row["agree"] = bool(np.allclose(got, ref, atol=1e-3, rtol=1e-4))
-            if case.get("hand_tuned"):
+                row["agree"] = bool(row.get("agree", True)
+                                    and np.allclose(got, ref, atol=1e-3, rtol=1e-4))
+            if case.get("hand_tuned") and not args.no_hand:
                 t_ht, ref = time_hand(rt, prg, case["hand_tuned"], host, reps,
                                       (64, 4) if gpu else (16, 4), per_item=(4, 4))
                 row["tuned_hand_ms"] = t_ht * 1e3
@@ -627,7 +659,6 @@ def main(argv=None) -> dict:
                 row["cupy/skelpy"] = t_cp / t_sk
             if not isinstance(st, sk.StencilSequence):
                 # one read of the input and one write of the output per cell: the copy bound
-                moved = float(host.nbytes + got.nbytes)
                 row["GB/s"] = moved / t_sk / 1e9
                 row["best GB/s"] = moved / t_best / 1e9
                 row["skelpy %copy"] = 100.0 * moved / t_sk / copy_bw
@@ -643,7 +674,8 @@ def main(argv=None) -> dict:
                   f"{t_best * 1e3:.3f} ms {p_best}{pct}", flush=True)
     cols = ["case", "size", "skelpy_ms", "skelpy_best_ms", "hand_ms", "skelpy/hand",
             "scipy_ms", "scipy_sep_ms", "scipy/skelpy", "cupy_ms", "cupy/skelpy", "GB/s",
-            "best GB/s", "skelpy %copy", "%copy", "tuned_hand_ms", "tuned hand %copy", "agree"]
+            "best GB/s", "skelpy %copy", "default %copy", "%copy", "tuned_hand_ms",
+            "tuned hand %copy", "agree"]
     present = [c for c in cols if any(c in r for r in rows)]
     print_table(rows, present, title=f"Stencil benchmarks on {dev.name} (kernel times, "
                 f"min of {reps})")

@@ -47,24 +47,26 @@ def section(md: dict, chart: str | None) -> list[str]:
            "events (devices run at once); speedup = one device's time / the group's; "
            "exchange = device time of halo copies / summed device spans; stall = time the "
            "devices' compute queues ran no kernel within their spans (waiting for halos or "
-           "for the host); both per step on average (runs before the stall column existed "
-           "leave it empty).", ""]
+           "for the host); both per step on average; enqueue = the host's time to make the "
+           "call (median; near the kernel time, the devices waited for the host). Runs "
+           "before a column existed leave it empty.", ""]
     if chart:
         out += [f"![scaling]({chart})", ""]
-    out.append("| case | size | devices | kernel ms | wall ms | speedup (kernel) | "
+    out.append("| case | size | devices | kernel ms | wall ms | enqueue ms | speedup (kernel) | "
                "speedup (wall) | k | exchange | stall | target |")
-    out.append("|" + "|".join(" --- " for _ in range(11)) + "|")
+    out.append("|" + "|".join(" --- " for _ in range(12)) + "|")
     for r in rows:
         if "error" in r:
             out.append(f"| {r['case']} | {r['size']} | {r['devices']} | {r['error']} "
-                       "| | | | | | | |")
+                       "| | | | | | | | |")
             continue
         exch = r.get("exchange_fraction")
         target = r.get("target")
         met = "" if target is None else (" ✓" if (r.get("speedup_kernel") or 0) >= target
                                          else " ✗")
         out.append(f"| {r['case']} | {r['size']} | {r['devices']} | {_ms(r.get('kernel_s'))} | "
-                   f"{_ms(r.get('wall_s'))} | {_x(r.get('speedup_kernel'))} | "
+                   f"{_ms(r.get('wall_s'))} | {_ms(r.get('enqueue_s'))} | "
+                   f"{_x(r.get('speedup_kernel'))} | "
                    f"{_x(r.get('speedup_wall'))} | {r.get('k', '')} | "
                    f"{'' if exch is None else f'{exch:.1%}'} | {_pct(r.get('stall_fraction'))} | "
                    f"{'' if target is None else f'≥ {target}x{met}'} |")

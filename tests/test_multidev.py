@@ -16,6 +16,7 @@ import pytest
 import skelpy as sk
 
 CASES = Path(__file__).parent / "multidev" / "group_cases.py"
+HOST = Path(__file__).parent / "multidev" / "host_cases.py"     # the host's side, two devices
 
 # The cases three devices also run: every skeleton, distribution and border mode, the awkward
 # sizes; not the sequences, temporal passes and tuner cases (the same paths on two devices).
@@ -46,6 +47,8 @@ def test_group_cases(pocl_devices, select, tmp_path):
            "no:xdist", "--rootdir", str(CASES.parents[2]), str(CASES)]
     if select:
         cmd += ["-k", select]
+    else:
+        cmd.append(str(HOST))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     tail = (proc.stdout + proc.stderr)[-6000:]
     assert proc.returncode == 0, tail

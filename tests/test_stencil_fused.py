@@ -138,6 +138,53 @@ def test_decision_source_and_illegal_sequences(rng):
     assert seq.fused_decision(a, iterations=2) is None
 
 
+def canny_like():
+    """5x5 smoothing (float32, reflect) >> a Sobel-like gradient (float32 -> int32, nearest)
+    >> a 3x3 suppression (int32 -> uint8, constant): the stage reaches and dtypes of Canny."""
+    g = np.array([0.054489, 0.244201, 0.40262, 0.244201, 0.054489], np.float32)
+
+    def smooth(nb):
+        acc = np.float32(0)
+        for dr in range(-2, 3):
+            row = np.float32(0)
+            for dc in range(-2, 3):
+                row += g[dc + 2] * nb[dr, dc]
+            acc += g[dr + 2] * row
+        return acc
+
+    def grad(nb):
+        gi = nb[1, -1] + 2 * nb[1, 0] + nb[1, 1] - nb[-1, -1] - 2 * nb[-1, 0] - nb[-1, 1]
+        gj = nb[-1, 1] + 2 * nb[0, 1] + nb[1, 1] - nb[-1, -1] - 2 * nb[0, -1] - nb[1, -1]
+        return np.int32(np.sqrt(gi * gi + gj * gj) * np.float32(16))
+
+    def suppress(nb):
+        c = nb[0, 0]
+        keep = (c >= nb[0, -1]) & (c > nb[0, 1]) & (c >= nb[-1, 0]) & (c > nb[1, 1])
+        return np.uint8(2) if keep and c >= 200 else np.uint8(0)
+
+    return (sk.Stencil(smooth, border="reflect")
+            >> sk.Stencil(grad, border="nearest", out_dtype=np.int32)
+            >> sk.Stencil(suppress, border="constant", cval=7, out_dtype=np.uint8))
+
+
+def test_runs_through_register_windows_equal_staged(rng):
+    """fu_flat 2 in interior tiles: whole runs of cells read their window of the level before
+    into registers (kernels/stencil_fused.cl, SKP_FU_WHOLE_RUN); runs cut by the region's
+    last row and edge tiles go cell by cell. Bit for bit against staged, at sizes with many
+    interior tiles, runs of 4 (levels of 36 and 34 rows: the second cuts its last run; runs of
+    3 run under oclgrind)."""
+    seq = canny_like()
+    tiles = [{"fuse": 1, "fu_wc": 8, "fu_wr": 8, "fu_cr": 4, "fu_cc": 1, "fu_flat": 2}]
+    for shape in [(64, 70), (61, 97), (5, 40)]:
+        a = (rng.standard_normal(shape) * 40).astype(np.float32)
+        staged = seq(a, params={"fuse": 0}).to_numpy()
+        assert staged.dtype == np.uint8 and 0 < np.count_nonzero(staged) < staged.size
+        for p in tiles:
+            got = seq(a, params=p).to_numpy()
+            assert seq.last_launch.fused is True
+            np.testing.assert_array_equal(got, staged, err_msg=f"{shape} {p}")
+
+
 OCLGRIND = textwrap.dedent('''
     import numpy as np
     import skelpy as sk
@@ -153,7 +200,7 @@ OCLGRIND = textwrap.dedent('''
     tiles = [{"fuse": 1, "fu_wc": 4, "fu_wr": 4, "fu_cr": 2, "fu_cc": 2, "fu_flat": 1},
              {"fuse": 1, "fu_wc": 4, "fu_wr": 4, "fu_cr": 3, "fu_cc": 2, "fu_flat": 2},
              {"fuse": 1, "fu_wc": 8, "fu_wr": 2, "fu_cr": 4, "fu_cc": 1, "fu_flat": 0}]
-    for shape in [(1, 5), (7, 1), (13, 19)]:
+    for shape in [(1, 5), (7, 1), (13, 19), (30, 37)]:   # 30 x 37: interior tiles too
         a = rng.standard_normal(shape).astype(np.float32)
         w = rng.standard_normal(shape).astype(np.float32)
         want = seq(a, w, params={"fuse": 0}).to_numpy()

@@ -1,7 +1,9 @@
-"""Game of Life (int32 and uint8, wrap) through the vector path's larger register windows
-(rows coarsened by 2-8, vectors of 2 and 4) under the oclgrind simulator: bit for bit against
-NumPy, no invalid access, at sizes smaller than a work-item's window and not multiples of it
-(the interior groups' vector loads, aligned and unaligned rows, and the edge groups' wrap)."""
+"""Game of Life (int32, uint8 and int16, wrap) through the vector path's larger register windows
+(rows coarsened by 2-8, vectors of 2 and 4 words: up to 16 uint8 columns per work-item) under
+the oclgrind simulator: bit for bit against NumPy, no invalid access, at sizes smaller than a
+work-item's window and not multiples of it (the interior work-items' vector loads, aligned and
+unaligned rows, and the wrap of the work-items at the border, within and next to interior
+ones in one group)."""
 
 from __future__ import annotations
 
@@ -29,14 +31,18 @@ SCRIPT = textwrap.dedent('''
         return ((n == 3) | ((n == 2) & (g == 1))).astype(g.dtype)
 
     checked = 0
-    points = [{"local": 0, "wg_r": 2, "wg_c": 4, "cr": 4, "cc": 1, "vec": 4},
-              {"local": 0, "wg_r": 1, "wg_c": 8, "cr": 8, "cc": 1, "vec": 2}]
-    for dt in (np.int32, np.uint8):
+    # vec counts 4-byte words: 4 x 4 and 8 x 2 int32 cells, 2 x 16 and 4 x 8 uint8 cells
+    points = {np.int32: [{"local": 0, "wg_r": 2, "wg_c": 4, "cr": 4, "cc": 1, "vec": 4},
+                         {"local": 0, "wg_r": 1, "wg_c": 8, "cr": 8, "cc": 1, "vec": 2}],
+              np.uint8: [{"local": 0, "wg_r": 2, "wg_c": 4, "cr": 2, "cc": 1, "vec": 4},
+                         {"local": 0, "wg_r": 1, "wg_c": 8, "cr": 4, "cc": 1, "vec": 2}]}
+    points[np.int16] = points[np.uint8]           # 2 x 8 and 4 x 4 int16 cells
+    for dt in (np.int32, np.uint8, np.int16):
         st = sk.Stencil(life, shape=1, border="wrap", out_dtype=dt)
-        for shape in [(1, 1), (3, 7), (21, 34), (19, 48), (21, 37)]:
+        for shape in [(1, 1), (3, 7), (21, 34), (19, 48), (21, 37), (5, 67), (9, 96)]:
             g = (rng.random(shape) < 0.4).astype(dt)
             want = ref(g)
-            for p in points:
+            for p in points[dt]:
                 got = st(g, params=p).to_numpy()
                 assert got.dtype == dt and np.array_equal(got, want), (dt, shape, p)
                 checked += 1

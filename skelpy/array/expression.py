@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 
 import numpy as np
 
-from ..containers import Container
+from ..containers import Container, Matrix, Vector
 from ..dtypes import check_dtype
 from ..errors import DTypeError
 from . import fusion, graph, ops
-from .graph import Node
+from .fusion import Recipe
+from .graph import Leaf, Node, Scalar
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -131,6 +133,64 @@ def apply(op: str, operands: list, where: str | None = None) -> Container:
 SMALL_EXPONENTS = frozenset({0.5, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0})
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def binary(op: str, a, b, general):
+    """``a op b`` (an operator on containers): when the operands' signature was built before
+    (the common case, in a loop; the stored signature also says the operands are of kinds
+    :func:`apply` takes), the same node and pending container as :func:`apply` builds,
+    without its lists and calls (a container's own block, ``layout`` None, has its
+    storage's shape and dtype). Anything else (a first signature, other operand types,
+    ``power``'s literal exponents) is ``general(op, a, b)``."""
+    ta, tb = type(a), type(b)
+    if ta is Vector or ta is Matrix:
+        sa, la = a.storage, a.layout
+        ka = (sa.dtype, sa.shape) if la is None else (a.dtype, a.shape)
+    else:
+        ka = ta if ta is float else _operand_key(a)
+    if tb is Vector or tb is Matrix:
+        sb, lb = b.storage, b.layout
+        kb = (sb.dtype, sb.shape) if lb is None else (b.dtype, b.shape)
+    else:
+        kb = tb if tb is float else _operand_key(b)
+    hit = _SIGNATURES.get((op, ka, kb))
+    if hit is None or op == "power":
+        return general(op, a, b)
+    shape, out, (da, db) = hit
+    if ta is Vector or ta is Matrix:
+        if la is not None:
+            na = Leaf(a)
+        else:
+            p = sa.pending
+            na = Leaf(a, sa.dtype, sa.shape, sa) if p is None else p.node
+    elif ta is float and (da is _F64 or (da is _F32 and -3.0e38 < a < 3.0e38)):
+        na = Scalar("const", da.type(a), da)     # graph.const's common case, inline
+    else:
+        na = graph.const(a, da)
+    if tb is Vector or tb is Matrix:
+        if lb is not None:
+            nb = Leaf(b)
+        else:
+            p = sb.pending
+            nb = Leaf(b, sb.dtype, sb.shape, sb) if p is None else p.node
+    elif tb is float and (db is _F64 or (db is _F32 and -3.0e38 < b < 3.0e38)):
+        nb = Scalar("const", db.type(b), db)
+    else:
+        nb = graph.const(b, db)
+    node = Node(op, (na, nb), out, shape)
+    if node.n_ops > graph.MAX_OPS or len(node.leaves) > graph.MAX_LEAVES:
+        node = Node(op, tuple(bounded([a, b], [na, nb])), out, shape)
+    # fusion.pending_container, inline
+    recipe = Recipe(node, shape)
+    c = (Vector if len(shape) == 1 else Matrix).pending(shape, out, recipe)
+    storage = c.storage
+    recipe.storage = weakref.ref(storage)
+    for s in node.stores:
+        s.add_reader(storage)
+    return c
+
+
 def astype(x: Container, dtype, where: str | None = None) -> Container:
     where = where or Where("astype")
     dt = check_dtype(dtype, where)
@@ -169,7 +229,11 @@ def evaluate(*values) -> None:
     other objects are left as they are."""
     for v in values:
         if isinstance(v, Container):
-            v.storage.resolve()
+            s = v.storage
+            if s.pending is not None:
+                s.pending.evaluate()
+            else:
+                s.resolve()
         elif isinstance(v, (list, tuple)):
             evaluate(*v)
 

@@ -48,10 +48,16 @@ class Node:
     values) and ``shared``: some operation or constant may be reachable by two paths (one
     was already an operand, ``uses > 0``, when a node took it: the later node and all above
     it are marked, so the test errs only towards True). A shared graph is not a tree, and
-    ``fusion`` walks it to number its nodes once each."""
+    ``fusion`` walks it to number its nodes once each.
 
-    __slots__ = ("op", "args", "dtype", "shape", "n_ops", "leaves", "fn", "consts", "sid",
-                 "shared", "uses", "__weakref__")
+    ``plain``: every leaf is a container's own block (no view) of this node's shape, read
+    element for element (nothing broadcast). A leaf's ``sid`` names its dtype, so a plain
+    tree's ``sid`` and ``ndim`` say all its kernel depends on (``fusion`` then reads no
+    leaf to find its program). ``stores``: the leaves' storages (their data's state), in
+    the same order."""
+
+    __slots__ = ("op", "args", "dtype", "shape", "n_ops", "leaves", "stores", "fn", "consts",
+                 "sid", "shared", "uses", "plain", "__weakref__")
 
     def __init__(self, op: str, args: tuple, dtype: np.dtype, shape: tuple[int, ...],
                  fn=None):
@@ -71,13 +77,20 @@ class Node:
             ca, cb = a.consts, b.consts
             self.consts = ca + cb if ca and cb else ca or cb
             la, lb = a.leaves, b.leaves
+            self.plain = (a.plain and (not la or a.shape == shape)
+                          and b.plain and (not lb or b.shape == shape))
             if not lb or not la or (len(la) == 1 and len(lb) == 1 and la[0] is not lb[0]):
                 # disjoint leaves (the common case): ours are a's then b's
-                self.leaves = la + lb if la and lb else la or lb
-                self.sid = structure_id((op, dtype, fn, a.sid, b.sid, None))
+                if la and lb:
+                    self.leaves, self.stores = la + lb, a.stores + b.stores
+                else:
+                    self.leaves, self.stores = (la, a.stores) if la else (lb, b.stores)
+                structure = (op, dtype, fn, a.sid, b.sid, None)
+                sid = _SIDS.get(structure)
+                self.sid = structure_id(structure) if sid is None else sid
                 return
         else:
-            n_ops, shared, consts = 1, False, ()
+            n_ops, shared, consts, plain = 1, False, (), True
             for a in args:
                 n_ops += a.n_ops
                 if a.op != "leaf":
@@ -85,10 +98,11 @@ class Node:
                     a.uses += 1
                 if a.consts:
                     consts = consts + a.consts if consts else a.consts
-            self.n_ops, self.shared, self.consts = n_ops, shared, consts
+                plain = plain and a.plain and (not a.leaves or a.shape == shape)
+            self.n_ops, self.shared, self.consts, self.plain = n_ops, shared, consts, plain
             if len(args) == 1:
                 a = args[0]
-                self.leaves = a.leaves
+                self.leaves, self.stores = a.leaves, a.stores
                 self.sid = structure_id((op, dtype, fn, a.sid))
                 return
         seen: dict[int, int] = {}
@@ -102,6 +116,7 @@ class Node:
                     leaves.append(c)
                 reads.append(k)
         self.leaves = tuple(leaves)
+        self.stores = tuple(c.storage for c in leaves)
         # None: each argument reads leaves of its own (ours are theirs in order)
         self.sid = structure_id((op, dtype, fn, *(a.sid for a in args),
                                  None if len(reads) == len(leaves) else tuple(reads)))
@@ -120,7 +135,6 @@ class Node:
 #: is bounded), later structures get new ids, so a live node's id still names only its own.
 _SIDS: dict[tuple, int] = {}
 _NEXT_SID = itertools.count(1)       # next() is atomic: two structures never share an id
-_LEAF_SID = 0
 MAX_STRUCTURES = 1 << 16
 
 
@@ -135,28 +149,56 @@ def structure_id(structure: tuple) -> int:
 
 class Leaf(Node):
     """A leaf (a container with data): built for every operand, so its constant fields are
-    the class's and only four are set."""
+    the class's and only the others are set (``dtype``, ``shape`` and ``storage`` of a
+    container's own block, no view, may be passed by a caller that has them). Its ``sid``
+    names its dtype."""
 
     __slots__ = ()
-    op, fn, n_ops, consts, sid, shared, uses = "leaf", None, 0, (), _LEAF_SID, False, 0
+    op, fn, n_ops, consts, shared, uses = "leaf", None, 0, (), False, 0
 
-    def __init__(self, c: Container):   # noqa: D107 - see the class
+    def __init__(self, c: Container, dtype: np.dtype | None = None,   # noqa: D107
+                 shape: tuple[int, ...] | None = None, storage=None):
         self.args = self.leaves = (c,)
-        self.dtype, self.shape = c.dtype, c.shape
+        if dtype is None:
+            self.dtype, self.shape, self.plain = c.dtype, c.shape, c.layout is None
+            dtype = self.dtype
+        else:
+            self.dtype, self.shape, self.plain = dtype, shape, True
+        self.stores = (c.storage,) if storage is None else (storage,)
+        sid = _LEAF_SIDS.get(dtype)
+        self.sid = sid if sid is not None else _leaf_sid(dtype)
+
+
+#: dtype -> the structure id of a leaf of that dtype
+_LEAF_SIDS: dict[np.dtype, int] = {}
+
+
+def _leaf_sid(dtype: np.dtype) -> int:
+    sid = _LEAF_SIDS[dtype] = structure_id(("leaf", dtype))
+    return sid
 
 
 class Scalar(Node):
     """A constant, literal or weak scalar node (see :func:`const`, :func:`weak`)."""
 
     __slots__ = ()
-    fn, n_ops, leaves, shared = None, 0, (), False
+    fn, n_ops, leaves, stores, shared, plain = None, 0, (), (), False, True
 
     def __init__(self, op: str, value, dtype: np.dtype):   # noqa: D107 - see the class
         self.op, self.args, self.dtype, self.shape, self.uses = op, (value,), dtype, (), 0
         if op == "literal":
             self.consts, self.sid = (), structure_id((op, dtype, value.item()))
+        elif op == "const":
+            sid = _CONST_SIDS.get(dtype)
+            if sid is None:
+                sid = _CONST_SIDS[dtype] = structure_id((op, dtype))
+            self.consts, self.sid = self.args, sid
         else:
             self.consts, self.sid = self.args, structure_id((op, dtype))
+
+
+#: dtype -> the structure id of a constant of that dtype (every loop iteration makes one)
+_CONST_SIDS: dict[np.dtype, int] = {}
 
 
 def leaf(c: Container) -> Node:

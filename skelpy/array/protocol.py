@@ -10,6 +10,7 @@ the first time each one is met: never silently.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -61,21 +62,27 @@ _CONTAINERS = frozenset({Vector, Matrix})
 _PLAIN = _CONTAINERS | {bool, int, float} | {np.dtype(d).type for d in SUPPORTED_DTYPES}
 
 
+def _binary(op: str, a, b):
+    """``a op b`` for any operands (see ArrayBackend.binary)."""
+    ta, tb = type(a), type(b)
+    if ta in _PLAIN and tb in _PLAIN and (ta in _CONTAINERS or tb in _CONTAINERS) \
+            and op != "matmul":          # the common case, without the conversions
+        return expression.apply(op, [a, b])
+    if op == "matmul":
+        return views.matmul(a, b)
+    operands = _operands((a, b))
+    if operands is None or not any(isinstance(o, Container) for o in operands):
+        return NotImplemented
+    return expression.apply(op, operands)
+
+
 class ArrayBackend:
     """What containers call for their NumPy-like behaviour (see the module docstring)."""
 
     # -- operators ----------------------------------------------------------------------------
-    def binary(self, op: str, a, b):
-        ta, tb = type(a), type(b)
-        if ta in _PLAIN and tb in _PLAIN and (ta in _CONTAINERS or tb in _CONTAINERS) \
-                and op != "matmul":          # the common case, without the conversions
-            return expression.apply(op, [a, b])
-        if op == "matmul":
-            return views.matmul(a, b)
-        operands = _operands((a, b))
-        if operands is None or not any(isinstance(o, Container) for o in operands):
-            return NotImplemented
-        return expression.apply(op, operands)
+    # ``a op b``: a signature seen before is built by expression.binary straight away (no
+    # frame of ours in between: this sits on every operator of a loop), others here
+    binary = staticmethod(functools.partial(expression.binary, general=_binary))
 
     def unary(self, op: str, a):
         return expression.apply(op, [a])

@@ -31,6 +31,7 @@ drives (``local``), so that the skeletons do not change.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ import pyopencl as cl
 from .host_fold import HostFold
 
 __all__ = ["Span", "Move", "Moved", "Piece", "Exchange", "InProcessExchange", "exchange_of",
-           "value_buffer"]
+           "value_buffer", "keep_until_done"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,16 @@ class Exchange:
         return nullcontext()
 
 
+def keep_until_done(pending: deque, events: list, objects: tuple) -> None:
+    """Append (events, objects) to ``pending``, first dropping the oldest entries whose
+    events are complete (from the oldest, up to the first still running: exchanges complete
+    about in order, so this asks about one or two events, not every one kept)."""
+    done = cl.command_execution_status.COMPLETE
+    while pending and all(e.command_execution_status == done for e in pending[0][0]):
+        pending.popleft()
+    pending.append((events, objects))
+
+
 class _Pinned:
     """A pinned host buffer, mapped once; ``busy``: events of copies that still use it."""
 
@@ -187,6 +198,38 @@ class _Pinned:
         return not self.busy
 
 
+STAGING_MAX = 64 << 20    # moves of up to this many bytes keep pinned memory of their own
+STAGINGS_KEPT = 16        # shapes of moves kept
+
+
+class _Staging:
+    """Pinned memory for one shape of moves, move i's bytes at ``views[i]``. ``last[i]``: the
+    last copy out of them (an upload); the next download into them waits for it on the
+    device, so the memory is reused without the host asking whether it is free."""
+
+    __slots__ = ("pinned", "views", "last")
+
+    def __init__(self, pinned: _Pinned, remote):
+        self.pinned, self.views, at = pinned, [], 0
+        for m in remote:
+            self.views.append(pinned.host[at:at + m.nbytes])
+            at += m.nbytes
+        self.last: list = [None] * len(remote)
+
+    def wait(self, i: int, after) -> list | None:
+        """What the download into move i's bytes waits for: ``after`` and the last upload."""
+        prev = self.last[i]
+        if prev is None:
+            return after or None
+        return [*after, prev] if after else [prev]
+
+    def read(self, uploads: list) -> None:
+        """``uploads[i]`` copies move i's bytes out (after its download): the memory is free
+        once they are done."""
+        self.last = list(uploads)
+        self.pinned.busy = list(uploads)
+
+
 class InProcessExchange(Exchange):
     """Every rank of a group in this process; see the module docstring."""
 
@@ -201,11 +244,16 @@ class InProcessExchange(Exchange):
         prof = cl.command_queue_properties.PROFILING_ENABLE
         self.copy_queues = tuple(cl.CommandQueue(ctx, d.cl_device, properties=prof)
                                  for d in group.devices)
+        # new pinned buffers are mapped here: a blocking map on a queue with copies in it
+        # would wait for them, and so for the kernels they wait for (a host stall mid-loop)
+        self._map_queue = cl.CommandQueue(ctx, group.devices[0].cl_device)
         self._pool: list[_Pinned] = []
-        # (events, objects) that must live until the events complete (pyopencl waits for a
-        # pending host copy when its event is collected: keep them until they are done)
-        self._pending: list[tuple[list, tuple]] = []
+        # (events, objects) that must live until the events complete (pyopencl waits, holding
+        # the GIL, for a pending host copy when its event is collected: keep them until they
+        # are done), oldest first
+        self._pending: deque[tuple[list, tuple]] = deque()
         self._small: _Pinned | None = None    # the small collectives' values, kept for reuse
+        self._stagings: dict[tuple, _Staging] = {}
         self.stats = {"moves": 0, "bytes": 0}
 
     # -- pinned staging ----------------------------------------------------------------------
@@ -216,7 +264,7 @@ class InProcessExchange(Exchange):
                 best = p
         if best is None:
             size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
-            best = _Pinned(self.group.context, self.copy_queues[0], size)
+            best = _Pinned(self.group.context, self._map_queue, size)
             self._pool.append(best)
             self._trim()
         return best
@@ -231,10 +279,7 @@ class InProcessExchange(Exchange):
             total -= p.nbytes
 
     def _keep(self, events: list, *objects) -> None:
-        done = cl.command_execution_status.COMPLETE
-        self._pending = [(evs, objs) for evs, objs in self._pending
-                         if any(e.command_execution_status != done for e in evs)]
-        self._pending.append((events, objects))
+        keep_until_done(self._pending, events, objects)
 
     # -- moves -------------------------------------------------------------------------------
     def _copy_within_devices(self, moves, moved: Moved, after: dict) -> list:
@@ -253,34 +298,52 @@ class InProcessExchange(Exchange):
         self.stats["moves"] += len(remote)
         self.stats["bytes"] += sum(m.nbytes for m in remote)
 
+    def _staging(self, remote) -> _Staging:
+        """Pinned memory for the moves ``remote``: kept for their shape (who sends how many
+        bytes to whom: a halo exchange meets the same one every round, and reuses it with
+        no host poll and no new buffer), or over ``STAGING_MAX`` bytes an idle pool buffer."""
+        key = tuple((m.src.rank, m.dst.rank, m.nbytes) for m in remote)
+        staging = self._stagings.get(key)
+        if staging is None:
+            total = sum(m.nbytes for m in remote)
+            if total > STAGING_MAX:
+                return _Staging(self._pinned(total), remote)
+            staging = _Staging(_Pinned(self.group.context, self._map_queue, max(4096, total)),
+                               remote)
+            self._stagings[key] = staging
+            while len(self._stagings) > STAGINGS_KEPT:   # (copies in flight keep theirs)
+                self._stagings.pop(next(iter(self._stagings)))
+        return staging
+
     def move(self, moves, *, after=None, overlap=False):
         after = after or {}
         moved = Moved({}, {})
         remote = self._copy_within_devices(moves, moved, after)
         if not remote:
             return moved
-        staging = self._pinned(sum(m.nbytes for m in remote))
+        staging = self._staging(remote)
         queues = self.copy_queues if overlap else tuple(rt.queue for rt in self.runtimes)
-        at, placed = 0, []
-        for m in remote:                 # device -> pinned, on the sending device
-            view = staging.host[at:at + m.nbytes]
-            ev = cl.enqueue_copy(queues[m.src.rank], view, m.src.buffer,
+        downloads = []
+        for i, m in enumerate(remote):   # device -> pinned, on the sending device
+            ev = cl.enqueue_copy(queues[m.src.rank], staging.views[i], m.src.buffer,
                                  src_offset=m.src.offset, is_blocking=False,
-                                 wait_for=after.get(m.src.rank) or None)
+                                 wait_for=staging.wait(i, after.get(m.src.rank)))
             moved.sent.setdefault(m.src.rank, []).append(ev)
-            placed.append((m, view, ev))
-            at += m.nbytes
-        events = [ev for _, _, ev in placed]
-        for m, view, ev in placed:       # pinned -> device, on the receiving device
-            rev = cl.enqueue_copy(queues[m.dst.rank], m.dst.buffer, view,
+            downloads.append(ev)
+        uploads = []
+        for i, (m, ev) in enumerate(zip(remote, downloads, strict=True)):
+            rev = cl.enqueue_copy(queues[m.dst.rank], m.dst.buffer, staging.views[i],
                                   dst_offset=m.dst.offset, is_blocking=False, wait_for=[ev])
             moved.received.setdefault(m.dst.rank, []).append(rev)
-            events.append(rev)
-        staging.busy = events
-        self._keep(events, [m.src.buffer for m in remote], [m.dst.buffer for m in remote])
-        if overlap:                      # submit now: a queue waited on by another must be
-            for q in queues:             # flushed (OpenCL 1.2, 5.13), or it may start late
-                q.flush()
+            uploads.append(rev)
+        staging.read(uploads)
+        self._keep(downloads + uploads, staging, [m.src.buffer for m in remote],
+                   [m.dst.buffer for m in remote])
+        # submit now: a queue waited on by another must be flushed (OpenCL 1.2, 5.13), or its
+        # commands may start late (the copies' queues; in order, the receivers', whose
+        # uploads the next download of this staging waits for)
+        for q in (queues if overlap else {queues[m.dst.rank] for m in remote}):
+            q.flush()
         self._count(remote)
         return moved
 
@@ -289,34 +352,34 @@ class InProcessExchange(Exchange):
         one device): each sending device downloads the rows to pinned memory right after the
         kernels that computed them, and each receiving device uploads them after what the
         caller enqueues before calling the returned function (its interior), waiting for
-        the sender's download: one event between devices per move, the only wait."""
+        the sender's download: one event between devices per move (and the download waits
+        for the last upload out of its staging, on another device)."""
         moved = Moved({}, {}, ordered=True)
         remote = self._copy_within_devices(moves, moved, {})   # in order: no event to wait
         if not remote:
             return lambda: moved
-        staging = self._pinned(sum(m.nbytes for m in remote))
-        at, placed = 0, []
-        for m in remote:                 # device -> pinned, in order on the sending device
-            view = staging.host[at:at + m.nbytes]
-            ev = cl.enqueue_copy(self.runtimes[m.src.rank].queue, view, m.src.buffer,
-                                 src_offset=m.src.offset, is_blocking=False)
+        staging = self._staging(remote)
+        downloads = []
+        for i, m in enumerate(remote):   # device -> pinned, in order on the sending device
+            ev = cl.enqueue_copy(self.runtimes[m.src.rank].queue, staging.views[i],
+                                 m.src.buffer, src_offset=m.src.offset, is_blocking=False,
+                                 wait_for=staging.wait(i, None))
             moved.sent.setdefault(m.src.rank, []).append(ev)
-            placed.append((m, view, ev))
-            at += m.nbytes
-        staging.busy = [ev for _, _, ev in placed]
+            downloads.append(ev)
+        staging.pinned.busy = list(downloads)
         for r in {m.src.rank for m in remote}:
             self.runtimes[r].queue.flush()     # the downloads start now, not at a later flush
 
         def receive() -> Moved:
-            events = list(staging.busy)
-            for m, view, ev in placed:   # pinned -> device, in order on the receiving device
-                rev = cl.enqueue_copy(self.runtimes[m.dst.rank].queue, m.dst.buffer, view,
-                                      dst_offset=m.dst.offset, is_blocking=False,
-                                      wait_for=[ev])
+            uploads = []
+            for i, (m, ev) in enumerate(zip(remote, downloads, strict=True)):
+                rev = cl.enqueue_copy(self.runtimes[m.dst.rank].queue, m.dst.buffer,
+                                      staging.views[i], dst_offset=m.dst.offset,
+                                      is_blocking=False, wait_for=[ev])
                 moved.received.setdefault(m.dst.rank, []).append(rev)
-                events.append(rev)
-            staging.busy = events
-            self._keep(events, [m.src.buffer for m in remote],
+                uploads.append(rev)
+            staging.read(uploads)
+            self._keep(downloads + uploads, staging, [m.src.buffer for m in remote],
                        [m.dst.buffer for m in remote])
             for r in {m.dst.rank for m in remote}:
                 self.runtimes[r].queue.flush()
@@ -368,7 +431,7 @@ class InProcessExchange(Exchange):
         ranks = sorted(values)
         need = len(ranks) * nbytes
         if self._small is None or self._small.nbytes < need:
-            self._small = _Pinned(self.group.context, self.copy_queues[0], max(4096, need))
+            self._small = _Pinned(self.group.context, self._map_queue, max(4096, need))
         host = self._small.host
         events = []
         for k, r in enumerate(ranks):

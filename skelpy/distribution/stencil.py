@@ -47,13 +47,13 @@ from .common import collective, group_launch
 from .exchange import Move, exchange_of
 from .parts import Parts, allocate, distributed
 from .stencil_passes import Temporal
-from .stencil_repeats import Repeats
+from .stencil_repeats import Repeats, arg_key, copy_of
 from .stencil_rows import RowPlan
 
 __all__ = ["run", "run_sequence", "K_VALUES", "GROUP_PARAMS"]
 
 K_VALUES = (1, 2, 3, 4, 6, 8, 12, 16)
-GROUP_PARAMS = ("k", "overlap", "route")
+GROUP_PARAMS = ("k", "overlap", "route", "flush")
 ROUTES = ("queue", "copy")
 TEMPORAL_NAMES = _temporal.NAMES          # t and the pass's tile
 WINDOW = ("-DSKP_ROW_WINDOW=1",)
@@ -62,6 +62,7 @@ WINDOW = ("-DSKP_ROW_WINDOW=1",)
 # time (bench_multidev/bench_mpi, 2026-11-23); PoCL CPU devices, a guess.
 ROUND_LATENCY_GPU = 150e-6
 WHOLE_MIN_ROWS = 1024            # parts this tall take the whole matrix's point (_whole_point)
+WINDOW_COPIES_KEPT = 1024        # kernel copies kept per kernel (windows x buffers) across calls
 ROUND_LATENCY_CPU = 400e-6
 
 
@@ -90,6 +91,7 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
         return empty_like_shape(src.shape, bound.out_dtype, _rt.current())
     job = _Job(skel, bound, group, src, iterations, forced or None)
     job.overlap = bool(wanted.get("overlap", True))
+    job.flush = bool(wanted.get("flush", False))
     job.route = wanted.get("route", default_route(group))
     if job.route not in ROUTES:
         raise ParameterError(f"{skel.origin}: route={job.route!r}: the halo exchange goes "
@@ -131,6 +133,9 @@ class _Job:
         self.ex = exchange_of(group)
         self.overlap = True
         self.route = default_route(group)
+        # flush each device's queue after each of its passes (a diagnosis: whether the devices
+        # wait for the driver to submit what the host has enqueued, rather than for the host)
+        self.flush = False
         self.points: dict[int, dict] = {}
         self.launches: dict[int, list] = {}
         self.exchange_events: list = []
@@ -248,6 +253,7 @@ class _Job:
                 self._step(cur, dst, j, kk, exchange_after=(j == kk and more))
                 cur = dst
             done += kk
+        self.submit()
         self.add_repeats("repeat")
         skel.last_launch = group_launch(skel.kind, [ln for r in sorted(self.launches)
                                                     for ln in self.launches[r]])
@@ -256,6 +262,16 @@ class _Job:
         skel.last_launch.exchange_events = list(self.exchange_events)
         cur.halo_valid, cur.ghosts = False, None
         return cur
+
+    def submit(self) -> None:
+        """Flush every device's queue once the call is enqueued. Only an exchange flushes
+        during a call, and a caller that then waits for the devices one after the other
+        (finish on the first, then the second) would leave the second's last passes
+        unsubmitted while it waits for the first: one device alone is flushed by its wait
+        at once."""
+        for rt in self.group.runtimes:
+            if rt is not None:                # (None: a device of another process)
+                rt.queue.flush()
 
     def add_repeats(self, source: str) -> None:
         """The call's repeated launches into its per-device Launch records."""
@@ -392,7 +408,7 @@ class _Job:
         extra = self.extra_args[rank]
 
         def launch(point):
-            gsize, lsize = geometry(point, b - a, self.cols)
+            gsize, lsize = geometry(point, b - a, self.cols, plan.tile_itemsize)
             args = list(fixed)
             if int(point["local"]):
                 args.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
@@ -438,20 +454,25 @@ class _Job:
 
     def _repeat(self, rank: int, rt, point: dict, part, dst, a: int, b: int):
         """A launch at device ``rank``'s settled point: kernel, sizes and arguments prepared
-        once per call and window (:class:`~.stencil_repeats.Repeats`)."""
+        once per call and window, one kernel copy per window and buffers
+        (:mod:`.stencil_repeats`)."""
         plan, first = self.plan, part.first
 
         def prepare():
-            gsize, lsize = geometry(point, b - a, self.cols)
+            gsize, lsize = geometry(point, b - a, self.cols, plan.tile_itemsize)
             tail = [np.int32(part.held), np.int32(self.cols)]
             if int(point["local"]):
                 tail.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
             tail += [np.int32(a - first), np.int32(b - first), *self.extra_args[rank]]
-            return plan.kernel(rt, point, None, WINDOW), gsize, lsize, tail
+            kernel = plan.kernel(rt, point, None, WINDOW)
+            return kernel, gsize, lsize, tail, tuple(arg_key(x) for x in tail)
 
         rep = self.repeats
-        kernel, gsize, lsize, tail = rep.memo(("window", rank, a, b), prepare)
+        kernel, gsize, lsize, tail, tail_key = rep.memo(("window", rank, a, b), prepare)
         src = part.buffer
-        own, args = rep.entry(rank, kernel, src, dst, lambda: [dst, src, *tail])
-        args[2:] = tail
-        return rep.launch(rt, rank, own, gsize, lsize, args, point)
+        copies = kernel.__dict__.get("_skelpy_copies")
+        if copies is None:
+            copies = kernel._skelpy_copies = {}
+        own = copy_of(copies, (src.int_ptr, dst.int_ptr, gsize, lsize, tail_key), kernel,
+                      WINDOW_COPIES_KEPT)
+        return rep.fire(rank, rt, own, gsize, lsize, point, lambda: [dst, src, *tail])

@@ -8,7 +8,6 @@ import weakref
 from collections import OrderedDict
 from functools import cached_property
 
-import numpy as np
 import pyopencl as cl
 
 from .. import tuner
@@ -18,17 +17,19 @@ from ..skeletons.stencil_plan import MatrixExtra
 from ..skeletons.stencil_stream import GPU_MIN_ITEMS_PER_CU
 from .common import group_launch
 from .parts import Parts, allocate, distributed
-from .stencil_repeats import Repeats
+from .stencil_repeats import Repeats, arg_key, copy_of
 from .stencil_rows import RowPlan
 
 __all__ = ["Temporal"]
 
-# A pass's kernel, geometry and argument tail, kept across calls per temporal plan: a loop of
-# calls on a group repeats the same passes (device, steps, rows, region, point), and planning
-# one (geometry, options, argument list) cost ~25 us of host time per launch, which at 4096^2
-# on 2 x H200 (a pass ~80 us per device) left the queues waiting for the host.
+# A pass's kernel, geometry, argument tail and kernel copies (stencil_repeats), kept across
+# calls per temporal plan, device and call (rows, columns, border, halo, split, point, extra
+# arguments) by the window of rows it computes: a loop of calls repeats the same passes, and
+# planning one (geometry, options, argument list) cost ~25 us of host time per launch, which
+# at 4096^2 on 2 x H200 (a pass ~80 us per device) left the queues waiting for the host.
 _PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-PREPARED_KEPT = 1024
+CALLS_KEPT = 64                  # calls (their keys) kept per plan and device
+WINDOWS_KEPT = 1024              # windows kept per call
 
 
 def _chunk(tplan, point: dict, rows: int, cols: int, dev) -> int:
@@ -51,13 +52,6 @@ def _chunk(tplan, point: dict, rows: int, cols: int, dev) -> int:
         want = -(-GPU_MIN_ITEMS_PER_CU * max(dev.compute_units, 1) // max(per_row, 1))
         streams = max(streams, min(want, -(-rows // 8)))
     return -(-rows // streams)
-
-
-def _arg_key(a) -> object:
-    if isinstance(a, np.generic):
-        return (a.dtype.str, a.tobytes())
-    ptr = getattr(a, "int_ptr", None)
-    return ("mem", ptr) if ptr is not None else ("obj", id(a))
 
 
 class Temporal:
@@ -119,7 +113,9 @@ class Temporal:
                                      "single steps and any k)")
             m = forced_k // t
         else:
-            m = int(job.ex.agree(cls.passes_per_round(job, t, reach)))
+            # (the same on every MPI rank without a collective: the rule reads the agreed t,
+            # the split and the first device's kind, which every rank knows alike)
+            m = cls.passes_per_round(job, t, reach)
         self = cls(job, tplan, points, t, m)
         return self if self.feasible() else None
 
@@ -179,16 +175,25 @@ class Temporal:
             bufs = [allocate(group, inp.dist, inp.shape, inp.dtype) for _ in range(2)]
             self.extra_args = job.extras(self.rp)
         by_runtime = _PREPARED.setdefault(self.tplan, weakref.WeakKeyDictionary())
-        # (a pass reading a buffer of the caller's is prepared for this call only: the cache
-        # would keep the buffer alive)
-        self._prepared = {r: OrderedDict() if any(isinstance(a, cl.MemoryObjectHolder)
-                                                  for a in self.extra_args[r])
-                          else by_runtime.setdefault(group.runtimes[r], OrderedDict())
-                          for r in self.points}
-        self._call_keys = {r: (r, job.rows, job.cols, job.mode, self.h, tuple(job.ranges),
-                               tuple(sorted(self.points[r].items())),
-                               tuple(_arg_key(a) for a in self.extra_args[r]))
-                           for r in self.points}
+        self._windows = {}
+        for r in self.points:
+            if any(isinstance(a, cl.MemoryObjectHolder) for a in self.extra_args[r]):
+                # (a pass reading a buffer of the caller's is prepared for this call only:
+                # the cache would keep the buffer alive)
+                self._windows[r] = {}
+                continue
+            call_key = (job.rows, job.cols, job.mode, self.h, tuple(job.ranges),
+                        tuple(sorted(self.points[r].items())),
+                        tuple(arg_key(a) for a in self.extra_args[r]))
+            calls = by_runtime.setdefault(group.runtimes[r], OrderedDict())
+            windows = calls.get(call_key)
+            if windows is None:
+                windows = calls[call_key] = {}
+                while len(calls) > CALLS_KEPT:
+                    calls.popitem(last=False)
+            else:
+                calls.move_to_end(call_key)
+            self._windows[r] = windows
         key = ("wrap", job.skel.cval) if job.mode == "wrap" else None
         if not inp.halo_valid or (key is not None and inp.ghosts != key):
             job.exchange(inp)
@@ -209,6 +214,7 @@ class Temporal:
                     self._round(cur, dst, kk, more)
                 cur = dst
             done += steps
+        job.submit()
         job.add_repeats("temporal")
         skel = job.skel
         skel.last_launch = group_launch(skel.kind, [ln for r in sorted(job.launches)
@@ -276,31 +282,35 @@ class Temporal:
 
     def _pass(self, rank: int, cur: Parts, dst: Parts, kk: int, a: int, b: int):
         """A pass of kk steps on device ``rank`` outputting rows [a, b) (matrix rows)."""
-        job = self.job
-        rt = job.group.runtimes[rank]
+        rt = self.job.group.runtimes[rank]
         if rt is None:                        # a device of another process (MPI)
             return None
         part = cur.parts[rank]
-        rep = job.repeats
+        windows = self._windows[rank]
+        key = (kk, a, b, part.first)
+        win = windows.get(key)
+        if win is None:
+            win = windows[key] = self._prepare(rank, rt, part, kk, a, b)
+            while len(windows) > WINDOWS_KEPT:
+                windows.pop(next(iter(windows)))
+        kernel, gsize, lsize, tail, point, copies = win
         src, out = part.buffer, dst.parts[rank].buffer
+        own = copy_of(copies, (src.int_ptr, out.int_ptr), kernel)
+        ev = self.job.repeats.fire(rank, rt, own, gsize, lsize, point,
+                                   lambda: [out, src, *tail])
+        if self.job.flush:
+            rt.queue.flush()
+        return ev
 
-        def prepare():
-            ra, rb = self.region(rank)
-            point = dict(self.points[rank], t=kk)
-            window = (a - ra, b - ra, (ra - part.first) * job.cols)
-            shaped = dict(point, tb_rows=_chunk(self.tplan, point, b - a, job.cols, rt.device))
-            kernel, geo, args = self.tplan.pass_launch(rt, shaped, out, src, rb - ra, job.cols,
-                                                       self.extra_args[rank], window=window)
-            return kernel, geo, args[2:], point
-
-        cache = self._prepared[rank]
-        key = (self._call_keys[rank], kk, a, b, part.first)
-        prepared = cache.get(key)
-        if prepared is None:
-            prepared = cache[key] = prepare()
-            while len(cache) > PREPARED_KEPT:
-                cache.popitem(last=False)
-        kernel, geo, tail, point = prepared
-        own, args = rep.entry(rank, kernel, src, out, lambda: [out, src, *tail])
-        args[2:] = tail
-        return rep.launch(rt, rank, own, geo.global_size, geo.local_size, args, point)
+    def _prepare(self, rank: int, rt, part, kk: int, a: int, b: int) -> tuple:
+        """Kernel, sizes, argument tail and point of a pass over rows [a, b), and the dict
+        of its kernel copies (by buffers)."""
+        job = self.job
+        ra, rb = self.region(rank)
+        point = dict(self.points[rank], t=kk)
+        window = (a - ra, b - ra, (ra - part.first) * job.cols)
+        shaped = dict(point, tb_rows=_chunk(self.tplan, point, b - a, job.cols, rt.device))
+        buf = part.buffer
+        kernel, geo, args = self.tplan.pass_launch(rt, shaped, buf, buf, rb - ra, job.cols,
+                                                   self.extra_args[rank], window=window)
+        return kernel, geo.global_size, geo.local_size, tuple(args[2:]), point, {}

@@ -162,8 +162,20 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
 #endif
 
 #if SKP_VEC > 1
-    if (interior) {
-        const int rb = r0 + SKP_T(0), cb = c0 + SKP_U(0);
+    /* The vector path reads global memory only (no tile, no barrier), so interior is decided
+     * per work-item: does its own window lie inside the matrix (and its rows inside the
+     * window)?  Only the work-items at the border take the edge path, not whole groups: with
+     * 8-byte vectors of uint8 a group of 8 x 32 work-items spans 256 columns, and whole edge
+     * groups would be 1/8 of a 4096-column matrix. */
+    const int rb = r0 + SKP_T(0), cb = c0 + SKP_U(0);
+    const bool item_interior = interior
+        || (rb >= SKP_N && cb >= SKP_W && rb + SKP_CR + SKP_S <= rows
+            && cb + SKP_VEC + SKP_E <= cols
+#if SKP_ROW_WINDOW
+            && rb + SKP_CR <= row_hi
+#endif
+           );
+    if (item_interior) {
         if (cols % SKP_VEC == 0)
             SKP_WINDOW_PATH(1)
         else

@@ -14,10 +14,12 @@
  *                  often wins).
  *   SKP_CR      cells per work-item along rows    (coarsening)
  *   SKP_CC      cells per work-item along columns (coarsening)
- *   SKP_VEC     1: scalar accesses.  2 or 4 (direct reads only, SKP_CC 1): each work-item
+ *   SKP_VEC     1: scalar accesses.  2 to 16 (direct reads only, SKP_CC 1): each work-item
  *                  computes SKP_CR consecutive rows by SKP_VEC consecutive columns from a
  *                  register window filled with vector loads, and stores vectors.  On an H200
- *                  a 5-point stencil went from 83% to 95% of copy bandwidth at 4096^2.
+ *                  a 5-point stencil went from 83% to 95% of copy bandwidth at 4096^2.  The
+ *                  tuner's `vec` counts 4-byte words: 1- and 2-byte elements get 4 or 2
+ *                  columns per word (stencil_plan.vector_columns), up to a 16-byte uchar16.
  * Work-group rows x cols are not macros: they come from get_local_size(), so one program
  * serves every work-group shape.
  *

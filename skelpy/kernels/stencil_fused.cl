@@ -69,15 +69,87 @@
 #define SKP_FU_GRID(x, n) (x)
 #endif
 
-/* Stage k: level k (local array SRC) -> level k + 1 (local array DST, or the output when
- * LAST).  FAST and EDGE are the muscle calls of interior and edge tiles, in terms of SRC
+/* Stage k's reach as the regions hold it: rows north and south, columns west and east of a
+ * level k + 1 cell that its level k region holds (at least the stage's own reach). */
+#define SKP_FU_DN(k, k1) (SKP_FU_CAT(SKP_FU_HN, k) - SKP_FU_CAT(SKP_FU_HN, k1))
+#define SKP_FU_DS(k, k1) (SKP_FU_CAT(SKP_FU_HS, k) - SKP_FU_CAT(SKP_FU_HS, k1))
+#define SKP_FU_DW(k, k1) (SKP_FU_CAT(SKP_FU_GW, k) - SKP_FU_CAT(SKP_FU_GW, k1))
+#define SKP_FU_DE(k, k1) (SKP_FU_CAT(SKP_FU_GE, k) - SKP_FU_CAT(SKP_FU_GE, k1))
+/* a run's register window: SKP_FU_CR cells down a column and their neighbourhoods */
+#define SKP_FU_WIN_R(k, k1) (SKP_FU_CR + SKP_FU_DN(k, k1) + SKP_FU_DS(k, k1))
+#define SKP_FU_WIN_C(k, k1) (1 + SKP_FU_DW(k, k1) + SKP_FU_DE(k, k1))
+#ifndef SKP_FU_WIN_LIMIT
+#define SKP_FU_WIN_LIMIT 96   /* most elements of a register window (beyond: the local path) */
+#endif
+
+/* fu_flat 2 in an interior tile: a whole run of SKP_FU_CR cells down a column reads its
+ * window of level k from local memory into registers once, every cell's muscle (WIN, reading
+ * the window through skp_wp, pitch skp_wpitch) reads it there, and the cells are stored after
+ * all are computed.  Read cell by cell from local memory, the compiler reloaded every read of
+ * every cell: clang's NVPTX code for sm_90 read all 25 cells of a 5x5 window per cell, 50
+ * local loads per run of 2, where the window is 30.  In an interior tile every cell of every
+ * region is computed, so the window only holds written cells.  Runs that reach past the
+ * region, edge tiles and windows over SKP_FU_WIN_LIMIT take the cell-by-cell path. */
+#if SKP_FU_FLAT == 2
+#define SKP_FU_WHOLE_RUN(k, k1, SRC, SRC_ST, DST, DST_ST, LAST, WIN)                         \
+            if (SKP_FU_WIN_R(k, k1) * SKP_FU_WIN_C(k, k1) <= SKP_FU_WIN_LIMIT                \
+                && interior && skp_t0 + SKP_FU_CR <= SKP_FU_RR(k1)) {                        \
+                SRC_ST skp_win[SKP_FU_WIN_R(k, k1) * SKP_FU_WIN_C(k, k1)];                   \
+                _Pragma("unroll")                                                            \
+                for (int skp_a = 0; skp_a < SKP_FU_WIN_R(k, k1); ++skp_a) {                  \
+                    _Pragma("unroll")                                                        \
+                    for (int skp_b = 0; skp_b < SKP_FU_WIN_C(k, k1); ++skp_b)                \
+                        skp_win[skp_a * SKP_FU_WIN_C(k, k1) + skp_b] =                       \
+                            SRC[(skp_t0 + skp_a) * SKP_FU_RC(k) + u + skp_b];                \
+                }                                                                            \
+                DST_ST skp_v[SKP_FU_CR];                                                     \
+                _Pragma("unroll")                                                            \
+                for (int skp_i = 0; skp_i < SKP_FU_CR; ++skp_i) {                            \
+                    const int skp_gr = r0 - SKP_FU_CAT(SKP_FU_HN, k1) + skp_t0 + skp_i;      \
+                    const int skp_gc = c0 - SKP_FU_CAT(SKP_FU_GW, k1) + u;                   \
+                    const SKP_IDX_T skp_idx = (SKP_IDX_T)skp_gr * cols + skp_gc;             \
+                    const int skp_wpitch = SKP_FU_WIN_C(k, k1);                              \
+                    __private const SRC_ST* skp_wp = skp_win                                 \
+                        + (skp_i + SKP_FU_DN(k, k1)) * SKP_FU_WIN_C(k, k1) + SKP_FU_DW(k, k1); \
+                    skp_v[skp_i] = (DST_ST)(WIN);                                            \
+                }                                                                            \
+                _Pragma("unroll")                                                            \
+                for (int skp_i = 0; skp_i < SKP_FU_CR; ++skp_i) {                            \
+                    const int t = skp_t0 + skp_i;                                            \
+                    if (LAST)                                                                \
+                        out[(SKP_IDX_T)(r0 - SKP_FU_CAT(SKP_FU_HN, k1) + t) * cols           \
+                            + c0 - SKP_FU_CAT(SKP_FU_GW, k1) + u] = skp_v[skp_i];            \
+                    else                                                                     \
+                        DST[t * SKP_FU_RC(k1) + u] = skp_v[skp_i];                           \
+                }                                                                            \
+                continue;                                                                    \
+            }
+#define SKP_FU_STAGE_CELLS(k, k1, SRC, SRC_ST, DST, DST_ST, LAST, WIN)                       \
+    for (int skp_q = lr * SKP_FU_WC + lc;                                                    \
+         skp_q < (SKP_FU_RR(k1) + SKP_FU_CR - 1) / SKP_FU_CR * SKP_FU_RC(k1);                \
+         skp_q += SKP_FU_WC * SKP_FU_WR) {                                                   \
+        const int skp_t0 = skp_q / SKP_FU_RC(k1) * SKP_FU_CR;                                \
+        const int u = skp_q - skp_q / SKP_FU_RC(k1) * SKP_FU_RC(k1);                         \
+        SKP_FU_WHOLE_RUN(k, k1, SRC, SRC_ST, DST, DST_ST, LAST, WIN)                         \
+        _Pragma("unroll")                                                                    \
+        for (int skp_i = 0; skp_i < SKP_FU_CR; ++skp_i) {                                    \
+            const int t = skp_t0 + skp_i;                                                    \
+            if (t < SKP_FU_RR(k1)) {
+#else
+#define SKP_FU_STAGE_CELLS(k, k1, SRC, SRC_ST, DST, DST_ST, LAST, WIN)                       \
+    SKP_FU_CELLS(SKP_FU_RR(k1), SKP_FU_RC(k1))
+#endif
+
+/* Stage k: level k (local array SRC of SRC_ST) -> level k + 1 (local array DST, or the output
+ * when LAST).  FAST and EDGE are the muscle calls of interior and edge tiles, in terms of SRC
  * (FAST: at skp_off, the cell; EDGE: the region, whose first cell is (skp_rb, skp_cb)), skp_gr,
- * skp_gc (the cell, in the matrix), skp_idx, skp_rb, skp_cb, rows, cols and the extras. */
-#define SKP_FU_STAGE(k, k1, SRC, DST, DST_ST, LAST, FAST, EDGE)                              \
+ * skp_gc (the cell, in the matrix), skp_idx, skp_rb, skp_cb, rows, cols and the extras; WIN
+ * the interior call on a run's register window (SKP_FU_WHOLE_RUN). */
+#define SKP_FU_STAGE(k, k1, SRC, SRC_ST, DST, DST_ST, LAST, FAST, EDGE, WIN)                 \
     {                                                                                        \
         const int skp_rb = r0 - SKP_FU_CAT(SKP_FU_HN, k);                                    \
         const int skp_cb = c0 - SKP_FU_CAT(SKP_FU_GW, k);                                    \
-        SKP_FU_CELLS(SKP_FU_RR(k1), SKP_FU_RC(k1))                                         \
+        SKP_FU_STAGE_CELLS(k, k1, SRC, SRC_ST, DST, DST_ST, LAST, WIN)                       \
                 const int gr = r0 - SKP_FU_CAT(SKP_FU_HN, k1) + t;                           \
                 const int gc = c0 - SKP_FU_CAT(SKP_FU_GW, k1) + u;                           \
                 const bool skp_in = (uint)gr < (uint)rows && (uint)gc < (uint)cols;          \
@@ -125,19 +197,29 @@ void skelpy_stencil_fused(__global SKP_FU_OUT_ST* restrict out,
                           && c0 + SKP_FU_TW + SKP_FU_GE0 <= cols;
 
     /* level 0: the input over its region (in an edge tile only the cells in the matrix, or
-     * the periodic continuation when every stage wraps) */
+     * the periodic continuation when every stage wraps).  An interior tile copies it row by
+     * row: dealt out cell by cell, each cell paid a division and a 64-bit address of its own
+     * (~15 instructions a cell, a fifth of the fused Canny's). */
+    if (interior) {
+        for (int t = lr; t < SKP_FU_RR(0); t += SKP_FU_WR) {
+            __global const SKP_FU_IN_ST* src =
+                in + (SKP_IDX_T)(r0 - SKP_FU_HN0 + t) * cols + (c0 - SKP_FU_GW0);
+            __local SKP_FU_IN_ST* dst = skp_lv0 + t * SKP_FU_RC(0);
+            for (int u = lc; u < SKP_FU_RC(0); u += SKP_FU_WC)
+                dst[u] = src[u];
+        }
+    } else {
     SKP_FU_CELLS(SKP_FU_RR(0), SKP_FU_RC(0))
             const int gr = r0 - SKP_FU_HN0 + t;
             const int gc = c0 - SKP_FU_GW0 + u;
-            if (interior) {
-                skp_lv0[t * SKP_FU_RC(0) + u] = in[(SKP_IDX_T)gr * cols + gc];
-            } else if (SKP_FU_WRAPALL) {
+            if (SKP_FU_WRAPALL) {
                 skp_lv0[t * SKP_FU_RC(0) + u] =
                     in[(SKP_IDX_T)SKP_FU_GRID(gr, rows) * cols + SKP_FU_GRID(gc, cols)];
             } else if ((uint)gr < (uint)rows && (uint)gc < (uint)cols) {
                 skp_lv0[t * SKP_FU_RC(0) + u] = in[(SKP_IDX_T)gr * cols + gc];
             }
     SKP_FU_END_CELLS
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
 
     SKP_FU_STAGES

@@ -23,6 +23,7 @@ call), so every rank raises it, with the same class and message, instead of wait
 from __future__ import annotations
 
 import builtins
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -30,7 +31,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import errors
-from ..distribution.exchange import Exchange, Moved, Span, value_buffer
+from ..distribution.exchange import Exchange, Moved, Span, keep_until_done, value_buffer
 
 __all__ = ["MPIExchange"]
 
@@ -85,8 +86,11 @@ class MPIExchange(Exchange):
         prof = cl.command_queue_properties.PROFILING_ENABLE
         self.copy_queue = cl.CommandQueue(self.rt.context, self.rt.device.cl_device,
                                           properties=prof)
+        # new pinned buffers are mapped on a queue of their own (a blocking map behind the
+        # copy queue's copies would wait for the kernels they wait for)
+        self._map_queue = cl.CommandQueue(self.rt.context, self.rt.device.cl_device)
         self._pool: list[_Pinned] = []
-        self._pending: list[tuple[list, tuple]] = []
+        self._pending: deque[tuple[list, tuple]] = deque()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skelpy-mpi")
         self._jobs: list = []
         self._worker_error: BaseException | None = None
@@ -109,7 +113,8 @@ class MPIExchange(Exchange):
         the others in any status collective. ``has_value``: this rank's small value is in its
         record's value bytes (:meth:`_value_bytes`); returns every rank's record, rank order
         (:meth:`_gathered` reads the values)."""
-        if failure is None and self._worker_error is not None:
+        from_worker = failure is None and self._worker_error is not None
+        if from_worker:
             failure, self._worker_error = self._worker_error, None
         mine = self._mine()
         mine[:STATUS] = (failure is not None, op, token, has_value and failure is None)
@@ -123,6 +128,9 @@ class MPIExchange(Exchange):
                                    root=first)
             if self.rank != first:
                 raise _rebuild(info)
+            if from_worker:                   # (the caller has no exception of its own)
+                failure._skelpy_shared = True
+                raise failure
             return every
         if (every[:, 1:3] != every[0, 1:3]).any():
             whats = self.comm.allgather(what)
@@ -134,7 +142,7 @@ class MPIExchange(Exchange):
     def _mine(self) -> np.ndarray:
         """This rank's status record (int64 words), in pinned memory kept for it."""
         if self._record is None:
-            self._record = _Pinned(self.rt.context, self.copy_queue, 4096)
+            self._record = _Pinned(self.rt.context, self._map_queue, 4096)
         return self._record.host[:RECORD * 8].view(np.int64)
 
     def _value_bytes(self, nbytes: int) -> np.ndarray:
@@ -166,6 +174,13 @@ class MPIExchange(Exchange):
             self.depth -= 1
 
     def agree(self, value):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
+                and -(1 << 63) <= int(value) < 1 << 63:
+            # an integer (a tuner's t or k) rides in rank 0's status record: one collective
+            if self.rank == 0:
+                self._value_bytes(8).view(np.int64)[0] = int(value)
+            every = self.check(has_value=self.rank == 0)
+            return int(every[0, STATUS])
         self.check()
         return self.comm.bcast(value, root=0)
 
@@ -183,7 +198,7 @@ class MPIExchange(Exchange):
                 best = p
         if best is None:
             size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
-            best = _Pinned(self.rt.context, self.copy_queue, size)
+            best = _Pinned(self.rt.context, self._map_queue, size)
             self._pool.append(best)
             idle = [p for p in self._pool if not p.busy and p is not best]
             total = sum(p.host.nbytes for p in idle)
@@ -195,10 +210,7 @@ class MPIExchange(Exchange):
         return best
 
     def _keep(self, events: list, *objects) -> None:
-        done = cl.command_execution_status.COMPLETE
-        self._pending = [(evs, objs) for evs, objs in self._pending
-                         if any(e.command_execution_status != done for e in evs)]
-        self._pending.append((events, objects))
+        keep_until_done(self._pending, events, objects)
 
     # -- moves -------------------------------------------------------------------------------
     def move(self, moves, *, after=None, overlap=False):
@@ -251,7 +263,7 @@ class MPIExchange(Exchange):
             moved.received.setdefault(me, []).extend(uploads)
         rt.queue.flush()
         queue.flush()
-        job = (downloads, outgoing, requests, arrived, done)
+        job = (downloads, outgoing, requests, arrived, done, {queue, rt.queue})
         if overlap:
             self._jobs = [f for f in self._jobs if not f.done()]
             self._jobs.append(self._worker.submit(self._progress, *job))
@@ -264,21 +276,30 @@ class MPIExchange(Exchange):
         self.stats["bytes"] += sum(m.nbytes for _, m in sends + recvs)
         return moved
 
-    def _progress(self, downloads, outgoing, requests, arrived, done) -> None:
-        """Send the rows once they are down, wait for everything, release the uploads."""
+    def _progress(self, downloads, outgoing, requests, arrived, done, queues) -> None:
+        """Send the rows once they are down, wait for everything, release the uploads (and
+        flush ``queues``, where they and what waits for them sit: a driver may hold commands
+        behind a user event until their queue is flushed again, which in a loop would be
+        the next round's)."""
         MPI = self.MPI
+        complete = cl.command_execution_status.COMPLETE
         try:
             if downloads:
                 cl.wait_for_events(downloads)
             sent = [self.p2p.Isend([c, MPI.BYTE], dest=dest, tag=tag)
                     for view, dest, tag in outgoing for c in _chunks(view)]
-            MPI.Request.Waitall(requests + sent)
+            MPI.Request.Waitall(requests)
+            arrived.set_status(complete)      # the uploads go now, not after the sends too
+            for q in queues:
+                q.flush()
+            MPI.Request.Waitall(sent)
             self.stats["messages"] += len(requests) + len(sent)
         except BaseException as exc:  # noqa: BLE001 - reported at the next collective
             self._worker_error = exc
         finally:
-            arrived.set_status(cl.command_execution_status.COMPLETE)
-            done.set_status(cl.command_execution_status.COMPLETE)
+            if arrived.command_execution_status != complete:
+                arrived.set_status(complete)
+            done.set_status(complete)
 
     # -- host ------------------------------------------------------------------------------------
     def to_host(self, pieces, host):

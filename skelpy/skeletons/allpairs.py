@@ -360,8 +360,8 @@ class AllPairs(Skeleton):
         sig = (a.dtype, b.dtype, tuple(extras_desc), _side_key(a), _side_key(b))
         plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[sig] = self._make_plan(a.dtype, b.dtype, extras_desc,
-                                                      (a, b))
+            plan = self._plans.setdefault(sig, self._make_plan(a.dtype, b.dtype, extras_desc,
+                                                                (a, b)))
         return a, b, (n, m, d), plan, extras_desc, extras_val
 
     def _as_matrix(self, value, name: str) -> Container:

@@ -29,7 +29,7 @@ from ..containers import (
 from ..containers import array_surface as _surface
 from ..distribution import elementwise as distributed_elementwise
 from ..dtypes import storage_c_type
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, RefusedParameters, ShapeError
 from ..tuner import cpu_defaults
 from ..tuner.space import Param, ParamSpace, pow2_range
 from .arguments import (
@@ -167,7 +167,7 @@ class _Elementwise(Skeleton):
         sig = (kinds, tuple(extras_desc), odt)
         plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[sig] = self._make_plan(kinds, extras_desc, odt)
+            plan = self._plans.setdefault(sig, self._make_plan(kinds, extras_desc, odt))
         return plan, inputs, shape, extras_desc, extras_val
 
     def run_on(self, rt: _rt.Runtime, args, params=None, out_dtype=None):
@@ -314,6 +314,47 @@ class _Elementwise(Skeleton):
             return out if self._relaunch(rt, kernel, gsize, lsize, argv, point, choice,
                                          out) else None
 
+        def launch_into(call_shape, inputs, extras, stores):
+            """``fast`` for a caller that vouches for the inputs' types, dtypes and kinds
+            (the fused kernel of an array expression, whose structure key holds them;
+            ``stores``: the inputs' storages): checks the shape and the extras' types only,
+            and returns the result's buffer (no container), or None (then the full path
+            runs). Not in auto mode."""
+            if call_shape != shape or len(inputs) + len(extras) != nargs \
+                    or not ticket_valid(ticket) or _rt.fixed() is not rt:
+                return None
+            argv = [None, n_arg]
+            try:
+                for a, s, kind in zip(inputs, stores, input_kinds, strict=False):
+                    if kind is None:               # a container's own block
+                        argv.append(s.buffer if s.device_valid and s.runtime is rt
+                                    else s.device_buffer(rt))
+                    else:
+                        argv.extend(kind.kernel_args(a, rt))
+                for v, typ, conv in zip(extras, extra_types, extra_convs, strict=False):
+                    if type(v) is not typ:
+                        return None
+                    argv.append(v if conv is None else conv(v))
+            except (OverflowError, ValueError, TypeError):
+                return None
+            argv[0] = buf = rt.allocate(nbytes)
+            try:                               # _relaunch, without the cost model (not auto)
+                ev = rt.launch(kernel, gsize, lsize, argv, params=point,
+                               skeleton=skel_kind, origin=origin)
+            except RefusedParameters:
+                return None
+            self._pending_launch = (point, gsize, lsize, ev, None)
+            return buf
+
+        skel_kind, origin = self.kind, self.origin
+        input_kinds = [spec[3] for spec in specs[:n_in]]
+        extra_types = [spec[0] for spec in specs[n_in:]]
+        # None: a NumPy scalar of the muscle's type goes in as it is
+        extra_convs = [None if typ is conv else conv for typ, _d, _s, conv in specs[n_in:]]
+        # only containers in, only scalars as extras (what an array expression's kernel takes)
+        fitting = all(spec[1] is not None for spec in specs[:n_in]) and \
+            all(spec[1] is None for spec in specs[n_in:])
+        fast.launch_into = launch_into if fitting else None
         return fast
 
     # -- helpers ---------------------------------------------------------------------------
@@ -450,3 +491,11 @@ class ZipN(_Elementwise):
         expression it computes (inputs ``a0, a1, ...``, constants ``c0, ...``)."""
         head = f"/* skelpy.array fused: {self.description} */\n" if self.description else ""
         return head + super().source(*args, params=params, out_dtype=out_dtype)
+
+    def repeat_launcher(self):
+        """The launcher of repeats of this kernel's latest settled call for the array
+        expression that computes it (``launch_into(shape, inputs, extras, storages)`` -> the
+        result's buffer or None), or None: no settled call yet, debug mode, or the muscle
+        changed."""
+        fast = self._ready()
+        return None if fast is None else fast.launch_into

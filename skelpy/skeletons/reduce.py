@@ -131,7 +131,8 @@ class _Reduction(Skeleton):
         sig = (kinds, tuple(extras_desc), axis)
         plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[sig] = self._make_plan(kinds, extras_desc, axis)
+            # setdefault: threads making the first call at once all use one plan (one build)
+            plan = self._plans.setdefault(sig, self._make_plan(kinds, extras_desc, axis))
         n = math.prod(shape)
         dataset = {"n": float(n), "rows": float(shape[0]),
                    "cols": float(shape[1] if ndim > 1 else 1),

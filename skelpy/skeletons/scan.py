@@ -177,7 +177,7 @@ class Scan(Skeleton):
         sig = (c.dtype,)
         plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[sig] = self._make_plan(c.dtype)
+            plan = self._plans.setdefault(sig, self._make_plan(c.dtype))
         return plan
 
     @checked_signature
@@ -434,8 +434,8 @@ class MapScan(Scan):
             if map_tm.checked:
                 decls.append(DEBUG_PARAM)
             call = [inp.read(k, "(i)") for k, inp in enumerate(kinds)] + call_ex
-            plan = self._plans[sig] = self._make_plan(
-                map_tm.out_dtype, (map_tm, kinds, decls, call, n_in))
+            plan = self._plans.setdefault(sig, self._make_plan(
+                map_tm.out_dtype, (map_tm, kinds, decls, call, n_in)))
         return plan, inputs, descs, values
 
 

@@ -294,7 +294,7 @@ class Stencil(Skeleton):
         sig = (src.dtype, tuple(descs), odt, big)
         plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[sig] = self._make_plan(src.dtype, descs, odt, big)
+            plan = self._plans.setdefault(sig, self._make_plan(src.dtype, descs, odt, big))
         rt = _rt.fixed()
         if rt is not None:              # in auto mode: checked on the device chosen
             plan.check_device(rt)

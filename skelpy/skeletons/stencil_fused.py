@@ -107,8 +107,8 @@ class FusedPlan:
 
         muscles, decls, stage_macros = [], [], []
         for k, st in enumerate(stages):
-            fast, edge, args = self._specialise(k, st, decls)
-            muscles += [fast, edge]
+            fast, edge, win, args = self._specialise(k, st, decls)
+            muscles += [fast, edge, win]
             last = k + 1 == len(stages)
             dst = "out" if last else f"skp_lv{k + 1}"
             dst_st = "SKP_FU_OUT_ST" if last else storage_c_type(self.levels[k + 1])
@@ -116,8 +116,11 @@ class FusedPlan:
                 "".join(", " + a for a in args) + "))"
             edge_call = f"({edge.c_name}(skp_lv{k}, skp_gr, skp_gc, rows, cols, skp_rb, " \
                 "skp_cb" + "".join(", " + a for a in args) + "))"
-            stage_macros.append(f"SKP_FU_STAGE({k}, {k + 1}, skp_lv{k}, {dst}, {dst_st}, "
-                                f"{int(last)}, {fast_call}, {edge_call})")
+            win_call = f"({win.c_name}(skp_wp, skp_wpitch" + \
+                "".join(", " + a for a in args) + "))"
+            stage_macros.append(f"SKP_FU_STAGE({k}, {k + 1}, skp_lv{k}, "
+                                f"{storage_c_type(self.levels[k])}, {dst}, {dst_st}, "
+                                f"{int(last)}, {fast_call}, {edge_call}, {win_call})")
         self.typed = tuple(muscles)
         header = [
             f"#define SKP_FU_K {len(stages)}",
@@ -158,9 +161,10 @@ class FusedPlan:
         self._spaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def _specialise(self, k: int, st: FusedStage, decls: list):
-        """Stage k's muscle twice: reading its level in an interior tile (directly) and in an
-        edge tile (through its border rule); adds its kernel parameters to ``decls``. Returns
-        (fast, edge, the call's extra arguments)."""
+        """Stage k's muscle three times: reading its level in an interior tile (directly from
+        local memory, or from a run's register window) and in an edge tile (through its
+        border rule); adds its kernel parameters to ``decls``. Returns (fast, edge, window,
+        the call's extra arguments)."""
         mu = st.muscle
         north, south, east, west = (int(v) for v in st.reach)
         dt = np.dtype(st.in_dtype)
@@ -169,6 +173,9 @@ class FusedPlan:
         fast_nb = Accessor(dt, 2, ("__local const {stype}* {name}", "const int {name}_p"),
                            "(({ctype}){name}[({i0}) * {name}_p + ({i1})])",
                            kind="neighbourhood")
+        win_nb = Accessor(dt, 2, ("__private const {stype}* {name}", "const int {name}_p"),
+                          "(({ctype}){name}[({i0}) * {name}_p + ({i1})])",
+                          kind="neighbourhood")
         edge_nb = Accessor(
             dt, 2, ("__local const {stype}* {name}", "const int {name}_r", "const int {name}_c",
                     "const int {name}_rows", "const int {name}_cols", "const int {name}_rb",
@@ -216,6 +223,8 @@ class FusedPlan:
                              c_name=f"skp_fu_fast{k}")
         edge = mu.specialise(kinds(edge_nb, around), out_dtype=st.out_dtype,
                              c_name=f"skp_fu_edge{k}")
+        win = mu.specialise(kinds(win_nb, around), out_dtype=st.out_dtype,
+                            c_name=f"skp_fu_win{k}")
         if fast.out_dtype != np.dtype(st.result_dtype):
             raise Unsupported(f"stage {k} makes {fast.out_dtype}, staged {st.result_dtype}")
         args = []
@@ -236,7 +245,7 @@ class FusedPlan:
                 decls.append(f"__global const {storage_c_type(edt)}* restrict {name}")
                 decls.append(f"const long {name}_n")
                 args.append(f"{name}, {name}_n")
-        return fast, edge, args
+        return fast, edge, win, args
 
     # -- a launch's shape --------------------------------------------------------------------
     @staticmethod
@@ -287,9 +296,11 @@ class FusedPlan:
     def best_tile(self, dev) -> dict | None:
         """The fused point a GPU starts from: of the tiles of 256 work-items whose levels take
         at most a third of the local memory (so that several work-groups share a compute
-        unit), the one that recomputes least; then the most work-items, then fewer cells each;
-        cells dealt out in runs down a column (``fu_flat`` 2: neighbouring windows share
-        their reads). None where no tile is legal."""
+        unit), the one that recomputes least; then the most work-items, then the longest runs
+        down a column: cells are dealt out in runs (``fu_flat`` 2), and a run reads its
+        window into registers once and shares it and the sums of its rows between its cells
+        (a 5x5 window: 15 reads per cell in runs of 2, 10 in runs of 4). None where no tile
+        is legal."""
         best, best_cost = None, None
         budget = (dev.local_mem_size - LOCAL_RESERVE) // 3
         for wc in WC_VALUES:
@@ -302,7 +313,7 @@ class FusedPlan:
                              "fu_flat": 2}
                         if not self.legal(p, dev) or self.local_bytes(p) > budget:
                             continue
-                        cost = (round(self.redundancy(p), 2), -wc * wr, cr * cc)
+                        cost = (round(self.redundancy(p), 2), -wc * wr, -cr, cc)
                         if best_cost is None or cost < best_cost:
                             best, best_cost = p, cost
         return best

@@ -18,7 +18,7 @@ from ..containers import Container, Matrix, Vector
 from ..errors import RefusedParameters
 from .arguments import ScalarArg, scalar_converter, scalar_value
 from .check_buffer import CheckBuffer, check_buffer
-from .stencil_plan import MatrixExtra, StencilPlan, tile_bytes
+from .stencil_plan import VECTOR_WORD, MatrixExtra, StencilPlan, tile_bytes, vector_columns
 
 
 class BoundStencil:
@@ -77,7 +77,7 @@ class BoundStencil:
         info: dict = {}
 
         def run(point):
-            gsize, lsize = geometry(point, rows, cols)
+            gsize, lsize = geometry(point, rows, cols, plan.tile_itemsize)
             args = list(fixed)
             if int(point["local"]):
                 args.append(local_memory(tile_bytes(plan.shape, plan.tile_itemsize, point)))
@@ -111,10 +111,13 @@ class BoundStencil:
         dst.mark_device_written()
 
 
-def geometry(point, rows: int, cols: int) -> tuple[tuple[int, int], tuple[int, int] | None]:
-    """Global and local size of a launch over a rows x cols matrix at ``point``."""
+def geometry(point, rows: int, cols: int, itemsize: int = VECTOR_WORD,
+             ) -> tuple[tuple[int, int], tuple[int, int] | None]:
+    """Global and local size of a launch over a rows x cols matrix at ``point`` (``itemsize``:
+    bytes of an input element, which sets the vector path's columns per work-item; a launch
+    that leaves it at 4 for narrower elements is still correct, with idle work-groups)."""
     wr, wc, cr = int(point["wg_r"]), int(point["wg_c"]), int(point["cr"])
-    cc = int(point["vec"]) if int(point["vec"]) > 1 else int(point["cc"])
+    cc = vector_columns(point, itemsize) if int(point["vec"]) > 1 else int(point["cc"])
     if wr == 0 and wc == 0:       # the OpenCL runtime chooses (local_size=None)
         return (-(-cols // cc), -(-rows // cr)), None
     return (-(-cols // (wc * cc)) * wc, -(-rows // (wr * cr)) * wr), (wc, wr)

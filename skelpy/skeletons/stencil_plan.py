@@ -3,7 +3,8 @@ accessor templates through which the muscle reads its neighbourhoods.
 
 Launch parameters: work-group rows x cols (``wg_r``, ``wg_c``), cells per work-item along rows
 and columns (``cr``, ``cc``), ``local`` (stage tile + halo in local memory) and ``vec`` (2 or 4:
-a block of ``cr`` rows by ``vec`` columns per work-item from a register window). The legal points
+a block of ``cr`` rows by ``vec`` 4-byte words per work-item from a register window; for 1- and
+2-byte elements a word holds 4 or 2 of them, see :func:`vector_columns`). The legal points
 respect the device's work-group and local-memory limits and :data:`~.limits.MAX_CELLS`.
 """
 
@@ -30,6 +31,24 @@ VEC_VALUES = (1, 2, 4)
 WINDOW_LIMIT = 96             # most elements of a vector path's register window (beyond it the
                               # unrolled muscle copies make compiles slow and registers spill)
 LOCAL_RESERVE = 256           # bytes of local memory left for the implementation
+VECTOR_WORD = 4               # bytes of one ``vec`` unit for elements narrower than it
+
+
+def vector_columns(point: Mapping, itemsize: int) -> int:
+    """Columns one work-item of the vector path computes (1 off it): ``vec`` 4-byte words.
+
+    For 4- and 8-byte elements that is ``vec`` elements; 1- and 2-byte elements (uint8, int8,
+    bool, int16, float16) pack 4 or 2 to a word, so ``vec=4`` is a 16-byte uchar16 or short8.
+    A uchar2 per work-item leaves a GPU's loads 2 bytes wide and each cell's muscle alone with
+    its bytes: Game of Life on uint8 ran at 34% of copy bandwidth on an H200 there, and
+    NVIDIA's ptxas (sm_90, through clang's NVPTX back end) needs 30 instructions per cell at
+    2 rows by a uchar2 against 15.5 at 2 rows by a uchar16 (each window byte unpacked once and
+    shared by its neighbours' sums, two halo bytes per row instead of two per 2 columns), and
+    15.5 at 4 rows by a uchar8."""
+    vec = int(point.get("vec", 1))
+    if vec <= 1:
+        return 1
+    return vec * max(1, VECTOR_WORD // max(int(itemsize), 1))
 
 # -- accessor templates (see stencil_common.cl) ------------------------------------------------
 
@@ -93,7 +112,8 @@ class StencilPlan(Plan):
 
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_LOCAL={int(point['local'])}", f"-DSKP_CR={int(point['cr'])}",
-                f"-DSKP_CC={int(point['cc'])}", f"-DSKP_VEC={int(point.get('vec', 1))}")
+                f"-DSKP_CC={int(point['cc'])}",
+                f"-DSKP_VEC={vector_columns(point, self.tile_itemsize)}")
 
     def local_bytes(self, point: Mapping) -> int:
         return tile_bytes(self.shape, self.tile_itemsize, point) if int(point["local"]) else 0
@@ -124,15 +144,19 @@ class StencilPlan(Plan):
         def vector(p) -> bool:
             return int(p["vec"]) > 1
 
+        def columns(p) -> int:
+            return vector_columns(p, itemsize) if vector(p) else int(p["cc"])
+
         rules = Legality([
             one_of("local", (0, 1)),
             at_least("cr", 1),
             at_least("cc", 1),
             one_of("vec", VEC_VALUES),
-            Rule(lambda p: int(p["cr"]) * max(int(p["cc"]), int(p["vec"])) <= MAX_CELLS,
-                 lambda p: f"cr={p['cr']} x cc={p['cc']} (or vec={p['vec']}) cells per "
-                           f"work-item is over skelpy's maximum MAX_CELLS ({MAX_CELLS}; the "
-                           "cell loops are unrolled: build time grows with them)"),
+            Rule(lambda p: int(p["cr"]) * columns(p) <= MAX_CELLS,
+                 lambda p: f"cr={p['cr']} x cc={p['cc']} (or vec={p['vec']}: "
+                           f"{columns(p)} columns) cells per work-item is over skelpy's "
+                           f"maximum MAX_CELLS ({MAX_CELLS}; the cell loops are unrolled: "
+                           "build time grows with them)"),
             # the vector path reads global memory into registers: no local tile, no column
             # coarsening beyond the vector, and a window small enough to stay in registers
             Rule(lambda p: not vector(p) or not int(p["local"]),
@@ -140,9 +164,10 @@ class StencilPlan(Plan):
                            "local=1"),
             Rule(lambda p: not vector(p) or int(p["cc"]) == 1,
                  lambda p: f"vec={p['vec']} computes vec columns per work-item: cc must be 1"),
-            Rule(lambda p: not vector(p) or window_elements(shape, p) <= WINDOW_LIMIT,
-                 lambda p: f"the vector path's register window of {window_elements(shape, p)} "
-                           f"elements (cr={p['cr']}, vec={p['vec']}, reach {shape}) is over "
+            Rule(lambda p: not vector(p) or window_elements(shape, p, itemsize) <= WINDOW_LIMIT,
+                 lambda p: f"the vector path's register window of "
+                           f"{window_elements(shape, p, itemsize)} elements (cr={p['cr']}, "
+                           f"vec={p['vec']}: {columns(p)} columns, reach {shape}) is over "
                            f"{WINDOW_LIMIT}"),
             Rule(lambda p: sized(p) or not int(p["local"]),
                  lambda p: "wg_r=wg_c=0 (the OpenCL runtime chooses the work-group) has no "
@@ -184,7 +209,7 @@ class StencilPlan(Plan):
             Param("vec", VEC_VALUES if dev.kind == "gpu" else (1,),
                   doc="columns per work-item read and written as one vector"),
         ]
-        space = ParamSpace(params, default_point(dev, self.features), rules,
+        space = ParamSpace(params, default_point(dev, self.features, itemsize), rules,
                            extra_values_ok=("wg_r", "wg_c", "cr", "cc", "vec"))
         if not space.is_legal(space.default):
             nearest = space.nearest(space.default)
@@ -193,10 +218,11 @@ class StencilPlan(Plan):
         return space, rules
 
 
-def window_elements(shape: Shape, point: Mapping) -> int:
-    """Size of the vector path's per-work-item register window."""
+def window_elements(shape: Shape, point: Mapping, itemsize: int = VECTOR_WORD) -> int:
+    """Size of the vector path's per-work-item register window (elements of ``itemsize``
+    bytes)."""
     return ((shape.north + int(point["cr"]) + shape.south)
-            * (shape.west + int(point["vec"]) + shape.east))
+            * (shape.west + vector_columns(point, itemsize) + shape.east))
 
 
 def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
@@ -214,17 +240,22 @@ def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
 HEAVY_READS = {"gpu": 48}
 
 
-def default_point(dev, features: Mapping[str, float]) -> dict:
+def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WORD) -> dict:
     """A good first guess before the tuner knows better, measured with
     ``benchmarks/bench_stencil.py`` (``--bandwidth-sweep`` and the "skelpy best" sweeps).
 
     Light stencils (a few reads per cell) are memory-bound: on an H200, 4x64 work-items each
     computing 2 rows by a 2-vector from a register window reach 83% / 95% / 95% of a same-size
-    copy at 2048^2 / 4096^2 / 8192^2 (the scalar 2x128 with 2x2 cells: 73-85%); on PoCL 4x64
-    without coarsening is best. Heavy stencils (a Gaussian 11x11 reads all 121 neighbours)
-    re-read each input many times: the H200 then wants the local-memory tile (8x32, 2 rows per
-    item, up to 6x faster than the light default), PoCL narrow 4x16 groups with 2 rows per item
-    (3x); a CPU never gains from the local tile (there is no faster memory to stage into)."""
+    copy at 2048^2 / 4096^2 / 8192^2 (the scalar 2x128 with 2x2 cells: 73-85%). Heavy stencils
+    (a Gaussian 11x11 reads all 121 neighbours) re-read each input many times: the H200 then
+    wants the local-memory tile (8x32, 2 rows per item, up to 6x faster than the light
+    default). CPUs: :func:`skelpy.tuner.cpu_defaults.stencil_point` (issue 18).
+
+    Elements narrower than 4 bytes (``itemsize``) on a GPU take 4 rows by an 8-byte vector
+    (``vec=2``, :func:`vector_columns`: a uchar8) in 8 x 32 groups: a 1-byte cell leaves few
+    instructions per byte moved, and the 2-byte-wide default spent 30 per cell (ptxas, sm_90)
+    where 4 x uchar8 and 2 x uchar16 both spend 15.5; 4 x uchar8 does it in 48 registers
+    against 76 (more work-groups per compute unit to hide memory latency)."""
     reads = float(features.get("reads_dyn", features.get("reads", 0.0)))
     area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
             * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
@@ -234,5 +265,7 @@ def default_point(dev, features: Mapping[str, float]) -> dict:
     if dev.kind == "gpu":
         if heavy:
             return {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
+        if itemsize < VECTOR_WORD:
+            return {"wg_r": 8, "wg_c": 32, "cr": 4, "cc": 1, "local": 0, "vec": 2}
         return {"wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
     return cpu_defaults.stencil_point(dev, features)   # issue 18: re-measured on PoCL

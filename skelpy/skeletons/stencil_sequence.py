@@ -8,8 +8,8 @@ are recomputed. Streamed (:mod:`.stencil_stream`), the sequence is one streaming
 stream walks down a column strip, every stage's newest rows held on the chip (levels of
 different dtypes as words), so only the overlap columns are recomputed. The tuner decides per
 sequence, dtype and size (a ``fuse`` parameter beside the fused and the streamed tiles: ``fuse
-= 0`` staged, 1 fused, 2 streamed); all give the same results bit for bit. On a GPU the first
-guess is streamed where the stream plan takes the sequence, elsewhere staged. A sequence runs
+= 0`` staged, 1 fused, 2 streamed); all give the same results bit for bit. The first guess is
+staged everywhere (:meth:`DecisionPlans.default`: neither won on an H200 or PoCL). A sequence runs
 staged wherever neither is legal (offsets known only at run time, checked reads in debug mode,
 wrap mixed with other modes, a summed halo over ``MAX_HALO`` and a reach beyond the stream's,
 ``iterations > 1`` of a sequence that changes the dtype), where per-stage ``params`` are

@@ -411,3 +411,56 @@ def test_stencil_passes_both_exchange_routes(route, mode):
         p = np.pad(u, 1, mode="wrap" if mode == "wrap" else "edge")
         u = u + 0.1 * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:] - 4 * u)
     np.testing.assert_allclose(out.to_numpy(), u, rtol=1e-4, atol=1e-5)
+
+
+def test_a_steady_state_round_never_waits_for_a_device():
+    """Per round of k steps a rank enqueues its passes and the copies of the edges it sends and
+    receives, meets the other ranks in one status collective (none alone) and never waits on
+    its main thread for a device: the progress thread waits for the downloads and the
+    messages (issue 14: the host's share of a round, counted rather than timed)."""
+    import sys
+    from collections import Counter
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.host_rounds import ApiCounter
+
+    a = data((11 * SIZE + 4, 9), seed=14)
+    step = sk.Stencil(heat, shape=1, border="nearest")
+    params, n, k = {"t": 2, "k": 4, "route": "copy"}, 8, 4
+    m = sk.Matrix(a)
+    ex = runtime.current().group.exchange
+
+    def finish():
+        runtime.current().finish()
+        ex.finish()
+
+    out = None
+    for _ in range(2):                       # builds, kernel copies, pinned staging
+        for it in (n, 2 * n):
+            out = step(m, iterations=it, params=params)
+            finish()
+    counter, calls = ApiCounter(), {}
+    with counter.installed():
+        for it in (n, 2 * n):
+            counter.reset()
+            before = ex.collectives
+            out = step(m, iterations=it, params=params)
+            calls[it] = Counter(counter.calls)
+            calls[it]["collectives"] = ex.collectives - before
+            finish()
+    rounds = 2 * n // k - n // k
+    extra = Counter(calls[2 * n])
+    extra.subtract(calls[n])
+    edges = 0 if SIZE == 1 else (1 if RANK in (0, SIZE - 1) else 2)   # sent = received
+    for it in (n, 2 * n):
+        waits = ("CommandQueue.finish", "Event.wait", "wait_for_events", "blocking enqueue_copy")
+        assert sum(calls[it][w] for w in waits) == 0, calls[it]
+        assert calls[it]["Kernel()"] == calls[it]["CommandQueue()"] == 0, calls[it]
+        assert calls[it]["Kernel.set_arg"] + calls[it]["Kernel._set_arg_buf"] == 0, calls[it]
+        # a round's collective, and the call's: the agreed t and its close
+        exchanges = -(-it // k) - 1 if SIZE > 1 else 0
+        assert calls[it]["collectives"] == exchanges + 2, calls[it]
+    assert extra["enqueue_nd_range_kernel"] == (k // 2 + edges) * rounds, extra
+    assert extra["enqueue_copy"] == 2 * edges * rounds, extra
+    ref = alone(lambda: step(sk.Matrix(a), iterations=2 * n, params={"t": 2}).to_numpy())
+    np.testing.assert_array_equal(out.to_numpy(), ref)

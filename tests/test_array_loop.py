@@ -1,0 +1,172 @@
+"""The repeat path of array expressions (issue 15, a loop of small expressions): an operator
+whose signature was seen before is built inline, and a plain tree whose structure ran
+before goes straight to its kernel's repeat launcher, keyed by (structure id, ndim). These
+tests check that nothing else changes: expressions that differ in any way the kernel
+depends on never share a kernel, results equal NumPy's bit for bit, and a loop builds
+nothing after its first iteration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import skelpy as sk
+from skelpy import runtime
+from skelpy.skeletons.elementwise import ZipN
+
+
+@pytest.fixture
+def relaunches(monkeypatch):
+    """How many evaluations went through a kernel's repeat launcher (the fast path)."""
+    count = [0]
+    real = ZipN.repeat_launcher
+
+    def counting(self):
+        launch = real(self)
+        if launch is None:
+            return None
+
+        def counted(*args):
+            buf = launch(*args)
+            count[0] += buf is not None
+            return buf
+
+        return counted
+
+    monkeypatch.setattr(ZipN, "repeat_launcher", counting)
+    return count
+
+
+def _twice(make, want):
+    """Evaluate ``make()`` twice (the second time through the caches) against ``want``."""
+    for _ in range(2):
+        got = make().to_numpy()
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_loop_builds_nothing_and_takes_the_repeat_launcher(relaunches, rng):
+    rt = runtime.current()
+    a, b = (rng.standard_normal(64).astype(np.float32) for _ in range(2))
+    x, y = sk.Vector(a), sk.Vector(b)
+    sk.evaluate(2.0 * x + y)
+    builds = rt.stats.builds
+    relaunches[0] = 0
+    for k in range(30):
+        z = float(k) * x + y
+        sk.evaluate(z)
+        np.testing.assert_array_equal(z.to_numpy(), np.float32(k) * a + b)
+    assert rt.stats.builds == builds
+    assert relaunches[0] == 30
+    assert sk.array.last_skeleton().last_launch.source == "cache"
+
+
+def test_leaf_dtypes_shapes_and_ndim_never_share_a_kernel(rng):
+    """Structures that would collide if a plain tree's key left out the leaves' dtypes, the
+    shape or the number of dimensions (each pair is evaluated in both orders)."""
+    a = rng.standard_normal(7)
+    x32, x64 = sk.Vector(a.astype(np.float32)), sk.Vector(a)
+    y32, y64 = sk.Vector(a[::-1].astype(np.float32)), sk.Vector(a[::-1].copy())
+    i32 = np.arange(-3, 4, dtype=np.int32)
+    u32 = np.arange(7, dtype=np.uint32)
+    I32, U32 = sk.Vector(i32), sk.Vector(u32)
+    for _ in range(2):
+        # float32 + float64 and float64 + float32: both float64 results
+        _twice(lambda: x32 + y64, a.astype(np.float32) + a[::-1])
+        _twice(lambda: x64 + y32, a + a[::-1].astype(np.float32))
+        # int32 and uint32 leaves, both int64 results
+        _twice(lambda: I32 + U32, i32 + u32)
+        _twice(lambda: U32 + I32, u32 + i32)
+    # one structure at other lengths (same ndim), alternating
+    b = rng.standard_normal(11).astype(np.float32)
+    v, w = sk.Vector(b), sk.Vector(b[::-1].copy())
+    for _ in range(2):
+        _twice(lambda: x32 * 1.5 + y32, a.astype(np.float32) * np.float32(1.5)
+               + a[::-1].astype(np.float32))
+        _twice(lambda: v * 1.5 + w, b * np.float32(1.5) + b[::-1])
+    # the same 12 elements as 1-D and as 2-D
+    c = rng.standard_normal(12).astype(np.float32)
+    V, M = sk.Vector(c), sk.Matrix(c.reshape(3, 4))
+    V2, M2 = sk.Vector(c[::-1].copy()), sk.Matrix(c[::-1].reshape(3, 4))
+    for _ in range(2):
+        _twice(lambda: V * 1.5 + V2, c * np.float32(1.5) + c[::-1])
+        _twice(lambda: M * 1.5 + M2, (c * np.float32(1.5) + c[::-1]).reshape(3, 4))
+
+
+def test_views_broadcasts_and_aliasing_never_take_a_plain_kernel(rng):
+    m = rng.standard_normal((6, 6)).astype(np.float32)
+    n = rng.standard_normal((6, 6)).astype(np.float32)
+    row = rng.standard_normal(6).astype(np.float32)
+    M, N, R = sk.Matrix(m), sk.Matrix(n), sk.Vector(row)
+    two = np.float32(2)
+    for _ in range(2):
+        _twice(lambda: M * 2.0 + N, m * two + n)              # plain
+        _twice(lambda: M.T * 2.0 + N, m.T * two + n)          # a view of the same shape
+        _twice(lambda: M * 2.0 + N.T, m * two + n.T)
+        _twice(lambda: M.reshape(36).reshape(6, 6) * 2.0 + N, m * two + n)
+        _twice(lambda: M * 2.0 + R, m * two + row)            # a broadcast row
+        _twice(lambda: M * 2.0 + M, m * two + m)              # one leaf read twice
+        _twice(lambda: M * 2.0 + M[:, :], m * two + m)
+        _twice(lambda: M * N + N, m * n + n)
+        _twice(lambda: M * M + N, m * m + n)                  # aliasing moves
+        _twice(lambda: N * N + M, n * n + m)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from([0.0, -1.5, 3.25, 1e30, float("inf"), float("nan"), 7, -2, True,
+                        np.float32(0.75), np.float64(0.75), np.int32(-4), np.int8(3),
+                        np.uint8(200)]),
+       st.booleans())
+def test_scalar_values_and_types_follow_numpy(s, left):
+    """A scalar's value is a kernel argument (no recompilation), its type is part of the
+    structure as NumPy 2 types it (NEP 50): Python scalars weak, NumPy scalars strong."""
+    a = np.linspace(-3, 3, 9, dtype=np.float32)
+    b = np.arange(9, dtype=np.int16)
+    x, k = sk.Vector(a), sk.Vector(b)
+    with np.errstate(all="ignore"):
+        want_x = (s * a if left else a * s) + a
+        want_k = (s * b if left else b * s) - b
+    for _ in range(2):
+        with np.errstate(all="ignore"):
+            got = ((s * x if left else x * s) + x).to_numpy()
+        assert got.dtype == want_x.dtype
+        np.testing.assert_array_equal(got, want_x)
+        got = ((s * k if left else k * s) - k).to_numpy()
+        assert got.dtype == want_k.dtype
+        np.testing.assert_array_equal(got, want_k)
+
+
+def test_pending_values_on_the_repeat_path_never_see_later_writes(rng):
+    a, b = (rng.standard_normal(16).astype(np.float32) for _ in range(2))
+    x, y = sk.Vector(a), sk.Vector(b)
+    sk.evaluate(3.0 * x + y)                      # the signature and the kernel: known
+    for k in range(3):
+        t = 3.0 * x                               # built inline, pending
+        z = t + y
+        y += 1.0                                  # a device write: z computed first
+        x[k] = 100.0 + k                          # a host write: t computed first
+        want_t = np.float32(3) * a
+        np.testing.assert_array_equal(t.to_numpy(), want_t)
+        np.testing.assert_array_equal(z.to_numpy(), want_t + b)
+        a = x.to_numpy().copy()
+        b = b + np.float32(1)
+        np.testing.assert_array_equal(y.to_numpy(), b)
+        np.testing.assert_array_equal((3.0 * x + y).to_numpy(), np.float32(3) * a + b)
+
+
+def test_debug_mode_and_a_changed_tuning_mode_leave_the_repeat_path(relaunches, rng):
+    a, b = (rng.standard_normal(33).astype(np.float32) for _ in range(2))
+    x, y = sk.Vector(a), sk.Vector(b)
+    want = np.float32(0.5) * a - b
+    for _ in range(2):
+        np.testing.assert_array_equal((0.5 * x - y).to_numpy(), want)
+    relaunches[0] = 0
+    with sk.tuning("off"):                     # the decision's ticket is no longer valid
+        np.testing.assert_array_equal((0.5 * x - y).to_numpy(), want)
+    with sk.debug():                           # checked kernels: always the full path
+        np.testing.assert_array_equal((0.5 * x - y).to_numpy(), want)
+    assert relaunches[0] == 0
+    np.testing.assert_array_equal((0.5 * x - y).to_numpy(), want)
+
