@@ -64,6 +64,8 @@ def pick(gm: tmodel.GroupModel | None, sd: tmodel.ScenarioData) -> tuple[str, st
         return default or min(sd.times, key=sd.times.__getitem__), "default"
     if not isinstance(i, int):
         return params_json(space.nearest(i)), "model"
+    if default and cand.points[i] == json.loads(default):
+        return default, "default"             # the model kept the default
     return params_json(cand.points[i]), "model"
 
 
@@ -555,8 +557,9 @@ def _rebuild_index(sizes: Sequence[int]) -> dict[tuple[str, int], Any]:
 def confirm_lodo(res: dict[str, Any], sets: Sequence[training_data.DeviceData], *,
                  top: int = 3, rounds: int = 7, limit: int | None = None) -> dict[str, Any]:
     """Re-measure, for the held-out device that is this machine's, each rebuilt scenario's
-    sweep best ``top`` points, its default and the zero-shot pick, interleaved over
-    ``rounds``; the ratios of that round per method."""
+    sweep best ``top`` points, its default (today's rule; ``former_default``: the one the
+    sweep ran) and the zero-shot pick, interleaved over ``rounds``; the ratios of that round
+    per method."""
     import skelpy as sk
     from skelpy.tuner.sweep import confirm
 
@@ -581,25 +584,33 @@ def confirm_lodo(res: dict[str, Any], sets: Sequence[training_data.DeviceData], 
             if set(call.space.names) != set(sd.names):
                 continue
             ranked = sorted(sd.times, key=sd.times.__getitem__)[:top]
-            methods = {"default": sd.default_key, "zero_shot": params_json(r["model_point"])}
+            # the default is today's (the code's rule now, not the one the sweep ran), and so
+            # is the zero-shot pick where the model kept the default
+            today = params_json(call.default())
+            methods = {"default": today, "former_default": sd.default_key,
+                       "zero_shot": today if r["source"] == "default"
+                       else params_json(r["model_point"])}
             pts = {k: json.loads(k) for k in [*ranked, *methods.values()]}
             conf = confirm(call, list(pts.values()), rounds=rounds, record=False)
             by = {params_json(call.space.from_key(k)): t for k, t in conf.items()}
             best = min(by.values())
             row = {"kernel": r["kernel"], "size": r["size"], "skeleton": r["skeleton"],
+                   "default_point": call.default(), "zero_shot_source": r["source"],
                    "sweep": {m: r["model"] if m == "zero_shot" else r["default"]
-                             for m in methods},
+                             for m in ("default", "zero_shot")},
                    "sweep_best_confirmed": best / min(by[k] for k in ranked if k in by)}
             for m, k in methods.items():
                 row[m] = best / by[k] if k in by else None
             rows.append(row)
             print(f"  {r['kernel']}@{r['size']}: default {row['default']:.2f} "
-                  f"zero-shot {row['zero_shot']:.2f} (sweep: {r['default']:.2f}, "
+                  f"zero-shot {row['zero_shot']:.2f} the sweep's default "
+                  f"{row['former_default']:.2f} (sweep: {r['default']:.2f}, "
                   f"{r['model']:.2f})", flush=True)
         except Exception as exc:  # noqa: BLE001
             print(f"  {r['kernel']}@{r['size']}: FAILED {type(exc).__name__}: "
                   f"{str(exc)[:160]}", flush=True)
-    summary = {m: geomean([x[m] for x in rows if x.get(m)]) for m in ("default", "zero_shot")}
+    summary = {m: geomean([x[m] for x in rows if x.get(m)])
+               for m in ("default", "zero_shot", "former_default")}
     summary.update({f"sweep_{m}": geomean([x["sweep"][m] for x in rows if x["sweep"][m]])
                     for m in ("default", "zero_shot")})
     return {"device": name, "scenarios": len(rows), "summary": summary, "rows": rows,

@@ -89,7 +89,9 @@ def test_last_launch_reports_parameters_and_time():
     assert ll.params["wg"] == 32 and ll.params["coarsen"] == 2
     assert ll.local_size == (32,)
     assert ll.global_size[0] % 32 == 0 and ll.global_size[0] * 2 * ll.params["vw"] >= 1000
-    assert ll.params["vw"] == 4          # 16-byte loads by default for float32
+    # 16-byte loads by default for float32 on a GPU; scalar work-items on a CPU, whose
+    # OpenCL packs them into SIMD lanes itself (the muscle calls no library math)
+    assert ll.params["vw"] == (4 if sk.current_device().kind == "gpu" else 1)
     assert ll.kernel_time > 0
 
 

@@ -176,3 +176,33 @@ def _device_data(device, scns):
     from skelpy.tuner.training_data import DeviceData
 
     return DeviceData(device, {"dev_is_gpu": 1.0}, list(scns))
+
+
+def _mixed(kind: str, kernels: int) -> list:
+    """Scenarios of a device of ``kind`` whose model (see the patched ``gain_of`` below) wins
+    3.3x on even kernels and loses 2.7x on odd ones: a good mean, bad losses."""
+    out = []
+    for i in range(kernels):
+        times = {params_json({"wg": w, "coarsen": c}): 1.0 for w in WG for c in CO}
+        out.append(tmodel.ScenarioData(f"{kind}-m{i}", f"m{i}", "map",
+                                       {"dev_is_gpu": 1.0 if kind == "gpu" else 0.0},
+                                       SPACE, times, device=kind))
+    return out
+
+
+def test_on_a_cpu_a_model_that_often_loses_much_keeps_the_default(monkeypatch):
+    monkeypatch.setattr(validation, "gain_of",
+                        lambda gm, sd: 1.2 if int(sd.kernel[1:]) % 2 == 0 else -1.0)
+    fit = lambda data, weights: object()          # noqa: E731 - the patched gain_of scores it
+    n = validation.MIN_EVIDENCE_BY_KIND["cpu"]
+    for kind, use in (("gpu", "local"), ("cpu", "default")):
+        local = _mixed(kind, n)
+        v = validation.validate(local, local, [1.0] * n, fit, None)
+        assert v.use == use and math.isclose(v.scores["local"], math.exp(0.1))
+        assert ("local_losses" in v.scores) == (kind == "cpu")
+    # fewer CPU scenarios than the CPU's evidence: the device's data decides nothing
+    few = _mixed("cpu", n - 1)
+    assert validation.validate(few, few, [1.0] * (n - 1), fit, None).scores == {}
+    assert validation.losses([0.5, -0.2, 0.0, -0.2]) == 0.1
+    assert validation.losses_ok([0.5, 0.01, -0.01], "cpu")
+    assert not validation.losses_ok([0.5, -0.2], "cpu") and validation.losses_ok([-5.0], "gpu")

@@ -31,6 +31,7 @@ drives (``local``), so that the skeletons do not change.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
@@ -95,6 +96,12 @@ class Exchange:
     size: int
     local: tuple[int, ...]
     runtimes: tuple
+    #: What a halo exchange round costs beyond the in-process one's (seconds), for the halo
+    #: depth rule (:meth:`skelpy.distribution.stencil._Job.best_k`): 0 in one process.
+    round_latency: float = 0.0
+    #: Bytes per second of a halo's extra trip in a round (MPI's, between download and
+    #: upload); infinite in one process (the copies are the round's own).
+    round_bandwidth: float = math.inf
 
     def move(self, moves: Sequence[Move], *, after: Mapping[int, list] | None = None,
              overlap: bool = False) -> Moved:

@@ -59,8 +59,11 @@ TEMPORAL_NAMES = _temporal.NAMES          # t and the pass's tile
 WINDOW = ("-DSKP_ROW_WINDOW=1",)
 # What one halo exchange round costs beyond its copies (events, launches, the host): on 2 x
 # H200 heat 4096^2/16384^2 lost ~150-190 us per round of 4 steps against half of one GPU's
-# time (bench_multidev/bench_mpi, 2026-11-23); PoCL CPU devices, a guess.
-ROUND_LATENCY_GPU = 150e-6
+# time (bench_multidev/bench_mpi, 2026-11-23, third session); in the fourth, with the host's
+# round cheaper, the deeper halos still won at both sizes (4096^2 x100: k = 100 1.607x against
+# the rule's 88 1.584x; 16384^2: k = 64 1.896x against 44 1.891x), which a round's latency of
+# ~300 us puts at the rule's optimum. PoCL CPU devices, a guess.
+ROUND_LATENCY_GPU = 300e-6
 WHOLE_MIN_ROWS = 1024            # parts this tall take the whole matrix's point (_whole_point)
 WINDOW_COPIES_KEPT = 1024        # kernel copies kept per kernel (windows x buffers) across calls
 ROUND_LATENCY_CPU = 400e-6
@@ -165,14 +168,33 @@ class _Job:
 
     def best_k(self) -> float:
         """The k of :meth:`default_k`'s cost rule before it is rounded to a legal one."""
-        dev = self.group.devices[0]
-        gpu = dev.kind == "gpu"
-        latency = ROUND_LATENCY_GPU if gpu else ROUND_LATENCY_CPU
-        bandwidth = 3e12 if gpu else 2e10
+        halo = max(self.north + self.south, 1) * self._per_row()
+        return math.sqrt(2 * self._round_latency() / max(halo, 1e-12))
+
+    def call_cost(self, k: int, reach: int) -> float:
+        """Predicted seconds a call spends on its halo at depth ``k`` (rows ``reach`` per
+        step): ``ceil(iterations / k) - 1`` exchanges, each the round's latency plus what an
+        interior pass does not hide of the halo's extra trip (MPI's; nothing in one
+        process), and ``(k - 1) / 2`` halo rows per step recomputed. The temporal passes
+        take the k that minimises it (:mod:`.stencil_passes`)."""
+        per_row = self._per_row()
+        rounds = -(-self.iterations // k)
+        trip = k * reach * self.cols * self.src.dtype.itemsize / self.ex.round_bandwidth
+        parts = (self.ranges[r] for r in range(self.group.size))
+        hidden = max((hi - lo for lo, hi in parts), default=0) * per_row
+        exchange = self._round_latency() + max(0.0, trip - hidden)
+        recompute = self.iterations * (k - 1) / 2 * max(self.north + self.south, 1) * per_row
+        return (rounds - 1) * exchange + recompute
+
+    def _round_latency(self) -> float:
+        gpu = self.group.devices[0].kind == "gpu"
+        return (ROUND_LATENCY_GPU if gpu else ROUND_LATENCY_CPU) + self.ex.round_latency
+
+    def _per_row(self) -> float:
+        """Seconds per row and step at the device kind's bandwidth (the rule's unit)."""
+        bandwidth = 3e12 if self.group.devices[0].kind == "gpu" else 2e10
         item = self.src.dtype.itemsize + self.bound.out_dtype.itemsize
-        per_row = self.cols * item * (1 + self.plan.features.get("reads", 1.0) / 8) / bandwidth
-        halo = max(self.north + self.south, 1) * per_row
-        return math.sqrt(2 * latency / max(halo, 1e-12))
+        return self.cols * item * (1 + self.plan.features.get("reads", 1.0) / 8) / bandwidth
 
     def decide_and_run(self, forced_k) -> Parts:
         """Run with the forced k, the only legal one, or the tuner's (which in its online and

@@ -30,6 +30,7 @@ __all__ = ["Temporal"]
 _PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 CALLS_KEPT = 64                  # calls (their keys) kept per plan and device
 WINDOWS_KEPT = 1024              # windows kept per call
+MAX_PASSES_PER_ROUND = 4096     # the halo depth rule's candidates (k = m t)
 
 
 def _chunk(tplan, point: dict, rows: int, cols: int, dev) -> int:
@@ -121,16 +122,14 @@ class Temporal:
 
     @staticmethod
     def passes_per_round(job, t: int, reach: int) -> int:
-        """Passes between exchanges (k = m t), from the cost rule of :meth:`_Job.default_k`
-        (a round's latency against recomputing the deeper halo), at most the iterations
-        and a halo of half the smallest part (its memory)."""
+        """Passes between exchanges (k = m t): the m of least :meth:`_Job.call_cost` (a
+        round's latency and exposed halo trip against recomputing the deeper halo), at most
+        the iterations and a halo of half the smallest part (its memory)."""
         smallest = min((hi - lo for lo, hi in (job.ranges[r] for r in range(job.group.size))
                         if hi > lo), default=0)
-        best = job.best_k()
-        m = max(1, round(best / t))
-        while m > 1 and (m * t > job.iterations or 2 * m * t * reach > smallest):
-            m -= 1
-        return m
+        most = min(job.iterations // t, smallest // (2 * t * reach), MAX_PASSES_PER_ROUND)
+        return min(range(1, max(most, 1) + 1),
+                   key=lambda m: (job.call_cost(m * t, reach), m))
 
     def __init__(self, job, tplan, points: dict, t: int, m: int = 1):
         self.job, self.tplan, self.points, self.t, self.m = job, tplan, points, t, m

@@ -72,6 +72,13 @@ class MPIExchange(Exchange):
     """One rank per process over ``comm``; see the module docstring."""
 
     MAX_IDLE_BYTES = 256 << 20
+    # A round through MPI adds the halo's trip through MPI between the download and the
+    # upload: alpha ~130 us and 1/beta ~3.96 GB/s between 2 ranks on one 2 x H200 host
+    # (benchmarks.weak_scaling, 2026-11-23); the halo depth rule adds the latency to the
+    # round's and the part of the trip an interior pass does not hide (at heat 4096^2 x100
+    # the trip of an 88-row halo was exposed: 2.47 ms against the group's 2.24).
+    round_latency = 130e-6
+    round_bandwidth = 3.96e9
 
     def __init__(self, group, comm):
         from mpi4py import MPI

@@ -30,6 +30,7 @@ from ..containers import array_surface as _surface
 from ..distribution import elementwise as distributed_elementwise
 from ..dtypes import storage_c_type
 from ..errors import DTypeError, RefusedParameters, ShapeError
+from ..tuner import cpu_defaults
 from ..tuner.space import Param, ParamSpace, pow2_range
 from .arguments import (
     ArrayArg,
@@ -98,8 +99,9 @@ class ElementwisePlan(Plan):
                     "the coarsening loop is unrolled: build time grows with it"),
             one_of("vw", VW_VALUES),
         ])
-        default = {"wg": min(DEFAULT_WG, wmax), "coarsen": 1, "blocked": 0,
-                   "vw": self.vw_default}
+        vw = self.vw_default if dev.kind == "gpu" else \
+            cpu_defaults.elementwise_vw(self.features, self.vw_default)   # issue 18
+        default = {"wg": min(DEFAULT_WG, wmax), "coarsen": 1, "blocked": 0, "vw": vw}
         return ParamSpace(params, default, rules, extra_values_ok=("wg", "coarsen")), rules
 
 
@@ -422,6 +424,7 @@ class _Elementwise(Skeleton):
                   .build(("skelpy_elementwise",)))
         features = feature_dict(tm)
         features.update({"n_inputs": float(len(inputs)), "n_extras": float(n_extra),
+                         "libm_calls": float(cpu_defaults.libm_calls(tm.source)),
                          "n_array_extras": float(sum(isinstance(e, ArrayArg)
                                                      for e in extras_desc))})
         # 16-byte loads and stores by default: on the H200 a float map went from 2.7 TB/s

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .. import runtime as _rt
 from ..dtypes import storage_dtype
+from ..tuner import cpu_defaults
 from ..tuner.space import Param, ParamSpace, pow2_range
 from .fold_common import (
     ITEMS_VALUES,
@@ -120,4 +121,4 @@ def _flat_default(rt: _rt.Runtime, itemsize: int, wmax: int, ordered: bool) -> d
                     "groups": groups, "stages": 1}
         return {"wg": min(256, wmax), "items": 16 if itemsize <= 4 else 8,
                 "groups": groups, "stages": 1}
-    return {"wg": min(64, wmax), "items": 16, "groups": 64, "stages": 1}
+    return cpu_defaults.fold_point(dev, GROUPS_VALUES, wmax)    # issue 18: re-measured on PoCL

@@ -46,6 +46,7 @@ from ..distribution.host_fold import HostFold
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..muscle import Muscle
 from ..muscle.params import Scalar
+from ..tuner import cpu_defaults
 from ..tuner.space import Param, ParamSpace, pow2_range
 from .arguments import (
     classify_extras,
@@ -132,7 +133,7 @@ class ScanPlan(Plan):
             default = {"wg": min(256, wmax), "items": 32 if acc_size <= 4 else 16,
                        "method": "lookback"}
         else:
-            default = {"wg": min(64, wmax), "items": 16, "method": "lookback"}
+            default = cpu_defaults.scan_point(wmax)     # issue 18: re-measured on PoCL
         default["method"] = default["method"] if default["method"] in methods else methods[0]
         space = ParamSpace(params, default, rules)
         if not space.is_legal(space.default):

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import runtime as _rt
 from ..muscle.params import Accessor
+from ..tuner import cpu_defaults
 from ..tuner.space import Param, ParamSpace
 from .limits import MAX_CELLS, Legality, Rule, at_least, one_of
 from .plan import Plan
@@ -231,12 +232,12 @@ def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
     return rows * cols * itemsize
 
 
-# Neighbours read per cell above which a stencil counts as compute-heavy. A GPU's local tile
-# pays off later than a CPU's narrow groups: on an H200 at 4096^2 the tile ran a 5x5 LoG (13
-# reads) in 106.7 us against the light default's 42.1 us (issue 18) and a 5x5 Gaussian (26
-# reads) in 0.150 ms against 0.104 ms without it, and won only for the 11x11 Gaussian (121);
-# on PoCL the narrow heavy groups ran the same LoG 1.5-2x faster than the light default.
-HEAVY_READS = {"gpu": 48, "cpu": 12}
+# Neighbours read per cell above which a stencil counts as compute-heavy on a GPU, whose local
+# tile pays off late: on an H200 at 4096^2 the tile ran a 5x5 LoG (13 reads) in 106.7 us
+# against the light default's 42.1 us (issue 18) and a 5x5 Gaussian (26 reads) in 0.150 ms
+# against 0.104 ms without it, and won only for the 11x11 Gaussian (121). CPUs have their own
+# rule (skelpy.tuner.cpu_defaults).
+HEAVY_READS = {"gpu": 48}
 
 
 def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WORD) -> dict:
@@ -245,11 +246,10 @@ def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WOR
 
     Light stencils (a few reads per cell) are memory-bound: on an H200, 4x64 work-items each
     computing 2 rows by a 2-vector from a register window reach 83% / 95% / 95% of a same-size
-    copy at 2048^2 / 4096^2 / 8192^2 (the scalar 2x128 with 2x2 cells: 73-85%); on PoCL 4x64
-    without coarsening is best. Heavy stencils (a Gaussian 11x11 reads all 121 neighbours)
-    re-read each input many times: the H200 then wants the local-memory tile (8x32, 2 rows per
-    item, up to 6x faster than the light default), PoCL narrow 4x16 groups with 2 rows per item
-    (3x); a CPU never gains from the local tile (there is no faster memory to stage into).
+    copy at 2048^2 / 4096^2 / 8192^2 (the scalar 2x128 with 2x2 cells: 73-85%). Heavy stencils
+    (a Gaussian 11x11 reads all 121 neighbours) re-read each input many times: the H200 then
+    wants the local-memory tile (8x32, 2 rows per item, up to 6x faster than the light
+    default). CPUs: :func:`skelpy.tuner.cpu_defaults.stencil_point` (issue 18).
 
     Elements narrower than 4 bytes (``itemsize``) on a GPU take 4 rows by an 8-byte vector
     (``vec=2``, :func:`vector_columns`: a uchar8) in 8 x 32 groups: a 1-byte cell leaves few
@@ -261,13 +261,11 @@ def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WOR
             * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
     # many reads that cover much of the neighbourhood: a sparse far-reaching stencil (Table
     # 6.3's synthetic 1/10/30/30) gains nothing from staging its large halo
-    heavy = reads > HEAVY_READS["gpu" if dev.kind == "gpu" else "cpu"] and reads >= 0.25 * area
+    heavy = reads > HEAVY_READS["gpu"] and reads >= 0.25 * area
     if dev.kind == "gpu":
         if heavy:
             return {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
         if itemsize < VECTOR_WORD:
             return {"wg_r": 8, "wg_c": 32, "cr": 4, "cc": 1, "local": 0, "vec": 2}
         return {"wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
-    if heavy:
-        return {"wg_r": 4, "wg_c": 16, "cr": 2, "cc": 1, "local": 0, "vec": 1}
-    return {"wg_r": 4, "wg_c": 64, "cr": 1, "cc": 1, "local": 0, "vec": 1}
+    return cpu_defaults.stencil_point(dev, features)   # issue 18: re-measured on PoCL

@@ -208,7 +208,7 @@ def across_devices(data: Sequence[ScenarioData], *, depth: int = DEPTH) -> float
     devices = sorted({sd.device for sd in data})
     if len(devices) < 2:
         return None
-    gains = []
+    gains, every = [], []
     for dev in devices:
         train = [sd for sd in data if sd.device != dev]
         held = [sd for sd in data if sd.device == dev and validation.evidence(sd)]
@@ -217,7 +217,11 @@ def across_devices(data: Sequence[ScenarioData], *, depth: int = DEPTH) -> float
         gm = fit_group(train[0] and signature(train[0].names), train,
                        n_estimators=VALIDATION_TREES, max_depth=depth, n_jobs=-1,
                        approaches=("speedup",), min_samples_leaf=MIN_LEAF)
-        gains.append(sum(validation.gain_of(gm, sd) for sd in held) / len(held))
+        g = [validation.gain_of(gm, sd) for sd in held]
+        every += g
+        gains.append(sum(g) / len(g))
+    if every and not validation.losses_ok(every, device_kind(data[0].features)):
+        return -math.inf         # much slower than the default too often (validation.py)
     return sum(gains) / len(gains) if gains else None
 
 

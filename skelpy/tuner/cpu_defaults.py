@@ -1,0 +1,126 @@
+"""Default launch points on CPUs: what ``off`` mode runs and ``model`` mode falls back to
+where no model overrides it with confidence (issue 18).
+
+PoCL runs a work-group as a loop over its work-items and vectorises that loop along x (the
+work-group's columns), so on a CPU a good point is the one whose work-item loop vectorises
+cleanly: a row of work-items as wide as the SIMD unit's lanes, no coarsening that would put
+the muscle's body in the loop several times, no local tile (a CPU has no faster memory to
+stage into), and for Map/Zip no explicit vectors that turn the loop's loads into strided
+gathers. Derived from interleaved confirmed measurements on PoCL 3.1 (AVX-512, 16 float
+lanes; ``python -m benchmarks.tuner_defaults``, RESULTS.md "CPU defaults"); the rules read
+the device's SIMD width and the muscle's static features, never a kernel's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+FALLBACK_LANES = 16        # float lanes when the device does not say (AVX-512)
+LIGHT_ITEMS = 128          # work-items of a light stencil's group: 8 rows of 16 lanes
+HEAVY_READS = 24           # distinct neighbours read per cell above which a stencil is heavy
+WINDOW_LIMIT = 96          # most cells two rows' neighbourhoods span for 2 rows per work-item
+
+
+def simd_lanes(device: Any) -> int:
+    """Float lanes of the device's SIMD unit (``preferred_vector_width_float``), a power of
+    two in [4, 64]; :data:`FALLBACK_LANES` when the device does not say."""
+    feats = getattr(device, "features", None) or {}
+    v = int(float(feats.get("dev_pref_vec_float", 0) or 0))
+    if v < 2:
+        return FALLBACK_LANES
+    lanes = 1 << (v.bit_length() - 1)
+    return max(4, min(64, lanes))
+
+
+def distinct_reads(features: Mapping[str, float]) -> float:
+    """Neighbours a cell reads, at most the neighbourhood's area: a muscle that reads
+    different neighbours in different branches (Canny's non-maximum suppression: 13 reads of
+    a 3x3 neighbourhood) is counted by the cells it can reach, not by its read sites."""
+    reads = float(features.get("reads_dyn", features.get("reads", 0.0)))
+    area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
+            * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
+    return min(reads, area)
+
+
+def divergent_loop(features: Mapping[str, float]) -> bool:
+    """A muscle with a loop and data-dependent branches (hysteresis: look around only when
+    the cell is weak): PoCL vectorises such a work-item loop only in one-row groups (a 3x3
+    hysteresis at 512^2: 0.34 ms in 1x32 groups, 2.3-2.4 ms in any group of 2 or more rows)."""
+    return features.get("loops", 0.0) > 0 and features.get("branches", 0.0) > 0
+
+
+def stencil_point(device: Any, features: Mapping[str, float]) -> dict:
+    """The stencil default on a CPU. Light stencils: 8 rows of one SIMD width of columns
+    (8x16 on AVX-512; confirmed 1.0-1.5x faster than the former 4x64 on heat, Jacobi,
+    Sobel, non-maximum suppression, Game of Life, the 5x5 LoG at 512^2-1024^2). Heavy ones
+    (more than :data:`HEAVY_READS` distinct neighbours, covering a quarter of the
+    neighbourhood: a 5x5 Gaussian reads 25): 4 rows of one SIMD width, 2 rows per work-item,
+    whose reads overlap (1.0-1.3x over the light point), while the two rows' neighbourhoods
+    span at most :data:`WINDOW_LIMIT` cells (an 11x11 Gaussian's 132 do not: twice its 121
+    unrolled taps ran 1.03-1.2x slower than the light point). Divergent loops: one row of two
+    SIMD widths (:func:`divergent_loop`)."""
+    lanes = simd_lanes(device)
+    area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
+            * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
+    reads = distinct_reads(features)
+    if divergent_loop(features):
+        return {"wg_r": 1, "wg_c": 2 * lanes, "cr": 1, "cc": 1, "local": 0, "vec": 1}
+    window = ((features.get("north", 0.0) + features.get("south", 0.0) + 2)
+              * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
+    if reads > HEAVY_READS and reads >= 0.25 * area and window <= WINDOW_LIMIT:
+        return {"wg_r": 4, "wg_c": lanes, "cr": 2, "cc": 1, "local": 0, "vec": 1}
+    return {"wg_r": max(1, LIGHT_ITEMS // lanes), "wg_c": lanes, "cr": 1, "cc": 1,
+            "local": 0, "vec": 1}
+
+
+# Math functions that reach a CPU as calls into the OpenCL C library (sin, exp, pow, ...),
+# which PoCL's work-item loop vectoriser leaves scalar; sqrt, fabs, floor, fmin, fma and the
+# like are LLVM intrinsics that vectorise with the loop.
+_LIBM = re.compile(r"\b(exp|exp2|exp10|expm1|log|log2|log10|log1p|logb|sin|cos|tan|sinpi|cospi|"
+                   r"tanpi|asin|acos|atan|atan2|asinh|acosh|atanh|sinh|cosh|tanh|pow|pown|powr|"
+                   r"rootn|hypot|erf|erfc|cbrt|tgamma|lgamma|fmod|remainder|sincos)\s*\(")
+
+
+def libm_calls(source: str) -> int:
+    """Calls of scalar library math functions in a muscle's C source."""
+    return len(_LIBM.findall(source))
+
+
+def elementwise_vw(features: Mapping[str, float], vw_default: int) -> int:
+    """Map/Zip's vector width on a CPU: a muscle without library math calls
+    (``features["libm_calls"]``, :func:`libm_calls`) runs scalar work-items, which PoCL packs
+    into SIMD lanes itself (arithmetic and sqrt muscles ran 1.5-3.5x faster at ``vw=1`` than
+    at the 16-byte default, whose per-work-item vectors become strided loads); one that calls
+    sin, exp, pow, ... keeps ``vw_default``, whose explicit vectors reach the library's
+    vector functions (1.2-1.5x faster than ``vw=1``). Without the count (features from an
+    older translator), any math operation counts as a library call."""
+    calls = features.get("libm_calls", features.get("ops_math", 0.0))
+    return vw_default if calls > 0 else 1
+
+
+# PoCL splits a work-group's work-item loop at every barrier, and a fold's or scan's tree
+# within the group has log2(wg) of them: on a CPU a few work-items per group win.
+FOLD_WG = 4                # work-items of a flat fold's group (Reduce, MapReduce)
+FOLD_ITEMS = 2             # elements per work-item per step
+FOLD_GROUPS_PER_CU = 8     # work-groups per compute unit (PoCL hands whole groups to threads)
+SCAN_WG = 8                # work-items of a scan's tile
+SCAN_ITEMS = 16            # consecutive elements per work-item
+
+
+def fold_point(device: Any, groups_values: tuple[int, ...], wmax: int) -> dict:
+    """A flat fold's default on a CPU: groups of :data:`FOLD_WG` work-items folding
+    :data:`FOLD_ITEMS` elements a step, about :data:`FOLD_GROUPS_PER_CU` groups per compute
+    unit (float32 and float64 sums and a max over 2^18-2^20 elements: 0.85-1.0 of the best
+    of 24 candidates, where 64 x 16 in 64 groups reached 0.28-0.33)."""
+    cu = max(int(getattr(device, "compute_units", 1) or 1), 1)
+    groups = min(groups_values, key=lambda g: abs(g - FOLD_GROUPS_PER_CU * cu))
+    return {"wg": min(FOLD_WG, wmax), "items": FOLD_ITEMS, "groups": groups, "stages": 1}
+
+
+def scan_point(wmax: int) -> dict:
+    """A scan's default on a CPU: tiles of :data:`SCAN_WG` x :data:`SCAN_ITEMS` with the
+    decoupled look-back (an inclusive float32 sum over 2^18 and 2^20 elements: 1.0 of the
+    best of 12 candidates, where 64 x 16 reached 0.40-0.79)."""
+    return {"wg": min(SCAN_WG, wmax), "items": SCAN_ITEMS, "method": "lookback"}
