@@ -110,6 +110,16 @@ def test_lookup_reuses_then_revisits_after_contradiction_model_change_or_many_us
     # after REVISIT uses the history's newer measurements are consulted
     e.uses = decisions.REVISIT
     assert decisions.lookup(key) is None
+    # predictions from the coefficients alone: a first measured time changes nothing
+    costmodel.settings.measurements = False
+    try:
+        e = decisions.remember(key, c, 1.5)
+        h.add(history.Record("map", "kk", 1 << 20, 1e-5, 2e-5, 0.0, 0.0, "model", 3.0))
+        assert decisions.lookup(key) is e
+    finally:
+        costmodel.settings.measurements = True
+    h.add(history.Record("map", "kk", 1 << 24, 1e-5, 2e-5, 0.0, 0.0, "model", 4.0))
+    assert decisions.lookup(key) is None
 
 
 def test_repeats_are_measured_by_sampling(fresh):
@@ -191,10 +201,10 @@ auto.settle(wait=True)
 # -- residency changed: decided again, and the data stays on pthread where it now is ------
 # (from here on the predictions come from the coefficients alone: the decisions are known)
 cm.settings.measurements = False
-# A generous launch latency on both devices for this part: a remembered decision is made
-# again when a measured use exceeds its prediction, and PoCL's pthread launch time varies
-# with the machine's cores and load (pthread still wins by its per-operation time).
-LATENCY.update(basic=5e-3, pthread=5e-3)
+# Generous per-operation times on both devices for this part: a remembered decision is made
+# again when a measured kernel takes longer than its prediction, and PoCL's pthread kernel
+# time varies with the machine's cores and load (pthread still wins, 20x faster per op).
+PER_OP.update(basic=2e-6, pthread=1e-7)
 cm.remember(coefficients(basic, "basic"), save=False)
 cm.remember(coefficients(pth, "pthread"), save=False)
 n = 8192                                            # well above the break-even size
@@ -214,7 +224,7 @@ for _ in range(5):
 assert f.last_launch.choice.reused and f.last_launch.choice.device == pth.name
 assert np.allclose(again.to_numpy(), want, rtol=1e-5, atol=1e-6)
 assert v.residence == (False, rt_p)
-LATENCY.update(basic=5e-6, pthread=200e-6)
+PER_OP.update(basic=20e-9, pthread=1e-9)
 cm.remember(coefficients(basic, "basic"), save=False)
 cm.remember(coefficients(pth, "pthread"), save=False)
 

@@ -42,6 +42,8 @@ class Settings:
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
+        if name == "measurements":
+            decisions.follow_measurements(value)
         decisions.changed()               # remembered decisions followed the old settings
 
 

@@ -119,6 +119,21 @@ def changed() -> None:
     _generation += 1
 
 
+_follow_measurements = [True]     # whether predictions use measured times (the settings')
+
+
+def follow_measurements(on: bool) -> None:
+    """Whether predictions use measured times (``costmodel.settings.measurements``)."""
+    _follow_measurements[0] = bool(on)
+
+
+def measured() -> None:
+    """A kernel's first measured time at a size: the predictions change only where they use
+    measured times (otherwise the decisions stand)."""
+    if _follow_measurements[0]:
+        changed()
+
+
 def counted_predictions(k: int) -> None:
     """``k`` more predictions were computed (one per candidate device of a decision)."""
     _stats["predictions"] += k

@@ -114,7 +114,7 @@ class History:
             if slot is None:
                 # the first measured time of a kernel at a size: predictions of it change
                 slot = sizes[_bucket(rec.n)] = [rec.n, []]
-                decisions.changed()
+                decisions.measured()
             slot[0] = rec.n
             slot[1].append(rec.kernel_measured)
             del slot[1][:-PER_SIZE]

@@ -26,7 +26,7 @@ def _forget() -> None:
     with _lock:
         _cache.clear()
         _near.clear()
-    decisions.changed()
+    decisions.measured()          # the store's times changed: a decision that used them
 
 
 _store.on_store_change(_forget)
