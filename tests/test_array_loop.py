@@ -29,9 +29,9 @@ def relaunches(monkeypatch):
             return None
 
         def counted(*args):
-            buf = launch(*args)
-            count[0] += buf is not None
-            return buf
+            done = launch(*args)
+            count[0] += done is not None
+            return done
 
         return counted
 
@@ -170,3 +170,135 @@ def test_debug_mode_and_a_changed_tuning_mode_leave_the_repeat_path(relaunches, 
     assert relaunches[0] == 0
     np.testing.assert_array_equal((0.5 * x - y).to_numpy(), want)
 
+
+
+_NODE_FIELDS = ("op", "dtype", "shape", "n_ops", "shared", "plain", "sid", "fn", "uses")
+
+
+def _same_node(fast, general):
+    """Every field of two graphs built from equal operands, one inline (``binary``) and one
+    by ``graph.Node`` (``expression.apply``): equal, leaves and their storages the same
+    objects, constants bitwise equal and of one type."""
+    for name in _NODE_FIELDS:
+        assert getattr(fast, name) == getattr(general, name), name
+    assert len(fast.args) == len(general.args)
+    for fa, ga in zip(fast.args, general.args, strict=True):
+        for name in _NODE_FIELDS:
+            assert getattr(fa, name) == getattr(ga, name), ("arg", name)
+    assert len(fast.leaves) == len(general.leaves)
+    for p, q in zip(fast.leaves, general.leaves, strict=True):   # views are made per call
+        assert p is q or (p.storage is q.storage and p.layout == q.layout
+                          and p.shape == q.shape and p.layout is not None)
+    assert all(p is q for p, q in zip(fast.stores, general.stores, strict=True))
+    assert [type(c) for c in fast.consts] == [type(c) for c in general.consts]
+    assert [np.asarray(c).tobytes() for c in fast.consts] == \
+        [np.asarray(c).tobytes() for c in general.consts]
+
+
+def test_inline_nodes_equal_the_nodes_graph_builds(rng):
+    """The operators' inline path (a signature seen before) builds the very node that
+    ``graph.Node`` builds from the same operands: leaves, constants, structure id, plain,
+    shared and uses (so a later walk, tree key or kernel cannot tell them apart), for fresh
+    leaves and constants, pending operands, a leaf read twice, broadcasts, views and the
+    constants that take graph.const's slower path."""
+    from skelpy.array import expression
+
+    m = rng.standard_normal((4, 5)).astype(np.float32)
+    n = rng.standard_normal((4, 5)).astype(np.float32)
+    r = rng.standard_normal(5).astype(np.float32)
+    M, N, R = sk.Matrix(m), sk.Matrix(n), sk.Vector(r)
+    X = sk.Vector(rng.standard_normal(5))                 # float64
+    K = sk.Vector(np.arange(5, dtype=np.int16))
+    S = sk.Matrix(m[:, :4].copy())
+    cases = {   # name: (operand a, operand b) made fresh each time; the op is "add"
+        "const+leaf": lambda: (1.5, M),
+        "leaf+const": lambda: (M, 1.5),
+        "leaf+leaf": lambda: (M, N),
+        "leaf+same leaf": lambda: (M, M),
+        "pending+leaf": lambda: (M * 2.0, N),
+        "leaf+pending": lambda: (N, M * 2.0),
+        "pending+pending": lambda: (M * 2.0, N * 3.0),
+        "pending+its own leaf": lambda: (M * 2.0, M),
+        "pending sharing a leaf": lambda: (M * 2.0, M * N),
+        "broadcast row": lambda: (M, R),
+        "row first": lambda: (R * 2.0, M),
+        "view": lambda: (M.T.T, N),
+        "transposed": lambda: (M[:, :4].T, S),
+        "float64 leaf": lambda: (X, 0.25),
+        "huge float into float32": lambda: (M, 1e39),
+        "int constant": lambda: (K, 3),
+        "numpy constant": lambda: (np.float32(0.5), M),
+        "chain": lambda: (((M * 2.0) + N) * 0.5, (N - M) * 3.0),
+    }
+    for name, make in cases.items():
+        a, b = make()
+        warm = a + b                                        # the signature is known now
+        a, b = make()
+        fast = (a + b).storage.pending.node
+        a, b = make()
+        general = expression.apply("add", [a, b]).storage.pending.node
+        _same_node(fast, general)
+        want = warm.to_numpy()
+        a, b = make()
+        np.testing.assert_array_equal((a + b).to_numpy(), want, err_msg=name)
+
+
+def test_leaf_reader_lists_stay_short_and_keep_live_readers(rng):
+    """A loop of pending values over one container: its list of readers is pruned (values
+    gone or computed dropped) and stays short, while the values still pending and alive
+    keep their place: a write afterwards computes each of them first."""
+    from skelpy.containers.storage import MAX_READERS
+
+    a, b = (rng.standard_normal(9).astype(np.float32) for _ in range(2))
+    x, y = sk.Vector(a), sk.Vector(b)
+    for k in range(3 * MAX_READERS):
+        sk.evaluate(2.0 * x + y)                 # computed, then dropped
+        t = float(k) * x                         # dropped while pending
+        assert len(x.storage.readers) <= MAX_READERS
+    kept = []
+    for k in range(6 * MAX_READERS):
+        sk.evaluate(2.0 * x + y)
+        t = float(k) * x
+        if k % 4 == 0:
+            kept.append((k, t + y))              # alive and pending
+        # each live reader once, at most; the others dropped at each power of two
+        assert len(x.storage.readers) <= 2 * (len(kept) + 1) + MAX_READERS
+    assert len(kept) > MAX_READERS               # more than a list holds without pruning
+    x[0] = 1000.0                                # a host write: every kept value first
+    y += 1.0                                     # a device write
+    for k, z in kept:
+        np.testing.assert_array_equal(z.to_numpy(), np.float32(k) * a + b)
+    np.testing.assert_array_equal((x + y).to_numpy(),
+                                  np.concatenate([[1000.0], a[1:]]).astype(np.float32)
+                                  + (b + np.float32(1)))
+
+
+def test_a_computed_pending_value_is_written_and_read_as_any_container(rng):
+    """A pending container's storage starts with most fields as its class's defaults; once
+    computed it is written (host and device, whole and in part), copied and read by other
+    pending values as any container is, and its own readers are computed before it
+    changes."""
+    from skelpy.containers.storage import Storage
+
+    a, b = (rng.standard_normal(10).astype(np.float32) for _ in range(2))
+    x, y = sk.Vector(a), sk.Vector(b)
+    z = 2.0 * x + y
+    assert z.is_pending and isinstance(z.storage, Storage) and "pending" in repr(z)
+    base = np.float32(2) * a + b
+    w = z * 3.0                                  # reads z while z is pending
+    z += 1.0                                     # z is computed, then w, then z written
+    np.testing.assert_array_equal(w.to_numpy(), base * np.float32(3))
+    want = base + np.float32(1)
+    np.testing.assert_array_equal(z.to_numpy(), want)
+    v = z - 1.0
+    z[3] = -7.0                                  # a host-side write of one element
+    with z.host_edit() as h:
+        h[0] = 42.0
+    want[3], want[0] = -7.0, 42.0
+    c = z.copy()
+    want_c = want.copy()
+    z[1:3] = y[1:3]                              # a device write through a view
+    want[1:3] = b[1:3]
+    np.testing.assert_array_equal(z.to_numpy(), want)
+    np.testing.assert_array_equal(v.to_numpy(), base + np.float32(1) - np.float32(1))
+    np.testing.assert_array_equal(c.to_numpy(), want_c)

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import os
 import sys
-import weakref
 
 import numpy as np
 
-from ..containers import Container, Matrix, Vector
+from ..containers import Container, Matrix, Vector, storage_and_layout
 from ..dtypes import check_dtype
 from ..errors import DTypeError
 from . import fusion, graph, ops
 from .fusion import Recipe
-from .graph import Leaf, Node, Scalar
+from .graph import CONST_SIDS, LEAF_SIDS, SIDS, Leaf, Node, Scalar
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -134,23 +133,28 @@ SMALL_EXPONENTS = frozenset({0.5, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0})
 
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_new = object.__new__
 
 
 def binary(op: str, a, b, general):
     """``a op b`` (an operator on containers): when the operands' signature was built before
     (the common case, in a loop; the stored signature also says the operands are of kinds
-    :func:`apply` takes), the same node and pending container as :func:`apply` builds,
-    without its lists and calls (a container's own block, ``layout`` None, has its
-    storage's shape and dtype). Anything else (a first signature, other operand types,
-    ``power``'s literal exponents) is ``general(op, a, b)``."""
+    :func:`apply` takes), the same node and pending container as :func:`apply` builds, with
+    everything inline: a plain container's leaf, a float's constant and the operation's
+    node are filled in field by field (the fields ``graph.Node`` computes, from what this
+    path knows of fresh leaves and constants), and the pending container registers as a
+    reader of its leaves' storages in one call. A container's own block (``layout`` None)
+    has its storage's shape and dtype. Anything else (a first signature, other operand
+    types, ``power``'s literal exponents, operands that read a common leaf, a graph at the
+    limits) takes the general ways (``general(op, a, b)``, ``graph.Node``)."""
     ta, tb = type(a), type(b)
     if ta is Vector or ta is Matrix:
-        sa, la = a.storage, a.layout
+        sa, la = storage_and_layout(a)
         ka = (sa.dtype, sa.shape) if la is None else (a.dtype, a.shape)
     else:
         ka = ta if ta is float else _operand_key(a)
     if tb is Vector or tb is Matrix:
-        sb, lb = b.storage, b.layout
+        sb, lb = storage_and_layout(b)
         kb = (sb.dtype, sb.shape) if lb is None else (b.dtype, b.shape)
     else:
         kb = tb if tb is float else _operand_key(b)
@@ -158,37 +162,104 @@ def binary(op: str, a, b, general):
     if hit is None or op == "power":
         return general(op, a, b)
     shape, out, (da, db) = hit
+    # Each operand's node. A fresh leaf (kind 1) or constant (kind 2) also gives what the
+    # operation takes from it: no operations, not shared, plain where its shape is ours.
+    xa = 0
     if ta is Vector or ta is Matrix:
         if la is not None:
             na = Leaf(a)
         else:
-            p = sa.pending
-            na = Leaf(a, sa.dtype, sa.shape, sa) if p is None else p.node
+            na = sa.pending
+            if na is None:                        # a plain container: graph.Leaf, inline
+                na = _new(Leaf)
+                na.args = na.leaves = (a,)
+                na.dtype, na.shape, na.plain, na.stores = da, sa.shape, True, (sa,)
+                sid = LEAF_SIDS.get(da)
+                na.sid = graph.leaf_sid(da) if sid is None else sid
+                xa, pa = 1, sa.shape == shape
+            else:
+                na = na.node
     elif ta is float and (da is _F64 or (da is _F32 and -3.0e38 < a < 3.0e38)):
-        na = Scalar("const", da.type(a), da)     # graph.const's common case, inline
+        na = _new(Scalar)                         # graph.const's common case, inline
+        na.op, na.args, na.dtype, na.shape, na.uses = "const", (da.type(a),), da, (), 0
+        na.consts = na.args
+        sid = CONST_SIDS.get(da)
+        na.sid = graph.const_sid(da) if sid is None else sid
+        xa, pa = 2, True
     else:
         na = graph.const(a, da)
+    xb = 0
     if tb is Vector or tb is Matrix:
         if lb is not None:
             nb = Leaf(b)
         else:
-            p = sb.pending
-            nb = Leaf(b, sb.dtype, sb.shape, sb) if p is None else p.node
+            nb = sb.pending
+            if nb is None:
+                nb = _new(Leaf)
+                nb.args = nb.leaves = (b,)
+                nb.dtype, nb.shape, nb.plain, nb.stores = db, sb.shape, True, (sb,)
+                sid = LEAF_SIDS.get(db)
+                nb.sid = graph.leaf_sid(db) if sid is None else sid
+                xb, pb = 1, sb.shape == shape
+            else:
+                nb = nb.node
     elif tb is float and (db is _F64 or (db is _F32 and -3.0e38 < b < 3.0e38)):
-        nb = Scalar("const", db.type(b), db)
+        nb = _new(Scalar)
+        nb.op, nb.args, nb.dtype, nb.shape, nb.uses = "const", (db.type(b),), db, (), 0
+        nb.consts = nb.args
+        sid = CONST_SIDS.get(db)
+        nb.sid = graph.const_sid(db) if sid is None else sid
+        xb, pb = 2, True
     else:
         nb = graph.const(b, db)
-    node = Node(op, (na, nb), out, shape)
-    if node.n_ops > graph.MAX_OPS or len(node.leaves) > graph.MAX_LEAVES:
-        node = Node(op, tuple(bounded([a, b], [na, nb])), out, shape)
-    # fusion.pending_container, inline
-    recipe = Recipe(node, shape)
-    c = (Vector if len(shape) == 1 else Matrix).pending(shape, out, recipe)
-    storage = c.storage
-    recipe.storage = weakref.ref(storage)
-    for s in node.stores:
-        s.add_reader(storage)
-    return c
+    la, lb = na.leaves, nb.leaves
+    n_ops = 1 + na.n_ops + nb.n_ops
+    if (la and lb and (len(la) != 1 or len(lb) != 1 or la[0] is lb[0])) \
+            or n_ops > graph.MAX_OPS:
+        # operands that may read a common leaf, or too many operations: graph.Node (and
+        # bounded), as apply does (disjoint single leaves are two, under MAX_LEAVES; one
+        # operand's leaves alone are within it)
+        node = Node(op, (na, nb), out, shape)
+        if node.n_ops > graph.MAX_OPS or len(node.leaves) > graph.MAX_LEAVES:
+            node = Node(op, tuple(bounded([a, b], [na, nb])), out, shape)
+    else:
+        # graph.Node's two-operand case (disjoint leaves), inline
+        node = _new(Node)
+        node.op, node.args, node.dtype, node.shape, node.fn, node.uses = \
+            op, (na, nb), out, shape, None, 0
+        if xa:
+            shared = False
+            if xa == 2:
+                na.uses = 1
+        else:
+            if na.op != "leaf":
+                shared = na.shared or na.uses > 0
+                na.uses += 1
+            else:
+                shared = False
+            pa = na.plain and (not la or na.shape == shape)
+        if xb:
+            if xb == 2:
+                nb.uses = 1
+        else:
+            if nb.op != "leaf":
+                shared = shared or nb.shared or nb.uses > 0
+                nb.uses += 1
+            pb = nb.plain and (not lb or nb.shape == shape)
+        node.n_ops, node.shared, node.plain = n_ops, shared, pa and pb
+        ca, cb = na.consts, nb.consts
+        node.consts = ca + cb if ca and cb else ca or cb
+        if la and lb:
+            node.leaves, node.stores = la + lb, na.stores + nb.stores
+        else:
+            node.leaves, node.stores = (la, na.stores) if la else (lb, nb.stores)
+        structure = (op, out, None, na.sid, nb.sid, None)
+        sid = SIDS.get(structure)
+        node.sid = graph.structure_id(structure) if sid is None else sid
+    # fusion.pending_container, inline (the container sets recipe.storage)
+    recipe = _new(Recipe)
+    recipe.node, recipe.shape, recipe.direct = node, shape, None
+    return (Vector if len(shape) == 1 else Matrix).pending(shape, out, recipe, node.stores)
 
 
 def astype(x: Container, dtype, where: str | None = None) -> Container:

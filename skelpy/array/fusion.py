@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import linecache
 import threading
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -289,7 +288,8 @@ def check_translates(op: str, dtypes: tuple, out: np.dtype, where: str) -> None:
 
 
 class Recipe:
-    """What a pending container computes (its storage's ``pending``): a graph and a shape.
+    """What a pending container computes (its storage's ``pending``): a graph and a shape;
+    ``storage`` (a weak reference to the storage it fills) is set by the storage.
 
     ``direct`` (a deferred skeleton call, :mod:`.chains`): a function that runs the call as
     it would have run eagerly, used while no consumer has fused it into its own kernel."""
@@ -313,14 +313,14 @@ class Recipe:
             else:
                 tree = _tree_key(node, shape)
             hit = None if tree is None else _TREES.get(tree[0])
-            if hit is not None and hit[2] is not None:
-                launch = hit[2].repeat_launcher()
-                buf = None if launch is None else \
-                    launch(shape, tree[1], node.consts, node.stores)
-                if buf is not None:
-                    storage.filled(buf, _rt.fixed())
-                    LAST.skeleton = hit[2]
-                    return
+            if hit is not None:
+                sk = hit[2]
+                if sk is not None:
+                    launch = sk.repeat_launcher()
+                    if launch is not None and \
+                            launch(shape, tree[1], node.consts, node.stores, storage):
+                        LAST.skeleton = sk
+                        return
             out, skeleton = compute(node, shape)
         LAST.skeleton = skeleton
         parts = out.storage.parts
@@ -345,12 +345,7 @@ def pending_container(node: Node, shape: tuple[int, ...], direct=None) -> Contai
     it before anybody writes them."""
     recipe = Recipe(node, shape, direct)
     cls = Vector if len(shape) == 1 else Matrix
-    c = cls.pending(shape, node.dtype, recipe)
-    storage = c.storage
-    recipe.storage = weakref.ref(storage)
-    for s in node.stores:
-        s.add_reader(storage)
-    return c
+    return cls.pending(shape, node.dtype, recipe, node.stores)   # sets recipe.storage
 
 
 def compute(node: Node, shape: tuple[int, ...]) -> tuple[Container, ZipN]:

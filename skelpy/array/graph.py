@@ -86,7 +86,7 @@ class Node:
                 else:
                     self.leaves, self.stores = (la, a.stores) if la else (lb, b.stores)
                 structure = (op, dtype, fn, a.sid, b.sid, None)
-                sid = _SIDS.get(structure)
+                sid = SIDS.get(structure)
                 self.sid = structure_id(structure) if sid is None else sid
                 return
         else:
@@ -133,17 +133,17 @@ class Node:
 
 #: structure -> its id (see Node.sid). Ids are never reused: when the table is cleared (it
 #: is bounded), later structures get new ids, so a live node's id still names only its own.
-_SIDS: dict[tuple, int] = {}
+SIDS: dict[tuple, int] = {}
 _NEXT_SID = itertools.count(1)       # next() is atomic: two structures never share an id
 MAX_STRUCTURES = 1 << 16
 
 
 def structure_id(structure: tuple) -> int:
-    sid = _SIDS.get(structure)
+    sid = SIDS.get(structure)
     if sid is None:
-        if len(_SIDS) >= MAX_STRUCTURES:
-            _SIDS.clear()
-        sid = _SIDS[structure] = next(_NEXT_SID)
+        if len(SIDS) >= MAX_STRUCTURES:
+            SIDS.clear()
+        sid = SIDS[structure] = next(_NEXT_SID)
     return sid
 
 
@@ -165,16 +165,16 @@ class Leaf(Node):
         else:
             self.dtype, self.shape, self.plain = dtype, shape, True
         self.stores = (c.storage,) if storage is None else (storage,)
-        sid = _LEAF_SIDS.get(dtype)
-        self.sid = sid if sid is not None else _leaf_sid(dtype)
+        sid = LEAF_SIDS.get(dtype)
+        self.sid = sid if sid is not None else leaf_sid(dtype)
 
 
 #: dtype -> the structure id of a leaf of that dtype
-_LEAF_SIDS: dict[np.dtype, int] = {}
+LEAF_SIDS: dict[np.dtype, int] = {}
 
 
-def _leaf_sid(dtype: np.dtype) -> int:
-    sid = _LEAF_SIDS[dtype] = structure_id(("leaf", dtype))
+def leaf_sid(dtype: np.dtype) -> int:
+    sid = LEAF_SIDS[dtype] = structure_id(("leaf", dtype))
     return sid
 
 
@@ -189,16 +189,19 @@ class Scalar(Node):
         if op == "literal":
             self.consts, self.sid = (), structure_id((op, dtype, value.item()))
         elif op == "const":
-            sid = _CONST_SIDS.get(dtype)
-            if sid is None:
-                sid = _CONST_SIDS[dtype] = structure_id((op, dtype))
-            self.consts, self.sid = self.args, sid
+            sid = CONST_SIDS.get(dtype)
+            self.consts, self.sid = self.args, const_sid(dtype) if sid is None else sid
         else:
             self.consts, self.sid = self.args, structure_id((op, dtype))
 
 
 #: dtype -> the structure id of a constant of that dtype (every loop iteration makes one)
-_CONST_SIDS: dict[np.dtype, int] = {}
+CONST_SIDS: dict[np.dtype, int] = {}
+
+
+def const_sid(dtype: np.dtype) -> int:
+    sid = CONST_SIDS[dtype] = structure_id(("const", dtype))
+    return sid
 
 
 def leaf(c: Container) -> Node:

@@ -18,10 +18,11 @@ from .container import (
     Vector,
     as_container,
     empty_like_shape,
+    storage_and_layout,
 )
 from .distributions import Distribution, Overlap, as_distribution
 from .index_spaces import IndexMatrix, IndexSpace, IndexVector
 
 __all__ = ["Container", "Distribution", "IndexMatrix", "IndexSpace", "IndexVector", "Matrix",
            "MatrixRow", "Overlap", "Vector", "array_backend", "as_container", "as_distribution",
-           "empty_like_shape", "set_array_backend"]
+           "empty_like_shape", "set_array_backend", "storage_and_layout"]

@@ -123,12 +123,14 @@ _UNARY = {"neg": "negative", "pos": "positive", "invert": "invert", "abs": "abso
 
 
 def _binary(op: str, reflected: bool = False):
+    # the backend is read as the global itself (registered when skelpy is imported): an
+    # operator in a loop of small expressions pays no call for array_backend()
     if reflected:
         def method(self, other):
-            return array_backend().binary(op, other, self)
+            return _ARRAY.binary(op, other, self)
     else:
         def method(self, other):
-            return array_backend().binary(op, self, other)
+            return _ARRAY.binary(op, self, other)
     return method
 
 

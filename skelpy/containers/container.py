@@ -22,6 +22,7 @@ access, views and host reads of a container whose only copy is on the group gath
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -38,6 +39,9 @@ from .index_spaces import IndexSpace
 from .layout import Layout
 from .selection import Selection, as_int, basic_selection, checked_int
 from .storage import Storage, assign
+
+_new = object.__new__
+_pending_value = Storage.pending_value
 
 
 class Container(ArraySurface):
@@ -436,11 +440,12 @@ class Container(ArraySurface):
         return self
 
     @classmethod
-    def pending(cls, shape: tuple[int, ...], dtype: np.dtype, recipe) -> Container:
-        """A lazy container whose data ``recipe.evaluate()`` computes when first needed."""
-        self = object.__new__(cls)
+    def pending(cls, shape: tuple[int, ...], dtype: np.dtype, recipe, reads=()) -> Container:
+        """A lazy container whose data ``recipe.evaluate()`` computes when first needed;
+        ``reads``: the storages it reads (see ``Storage.pending_value``)."""
+        self = _new(cls)
         self._shape, self._dtype, self._layout = shape, dtype, None
-        self._storage = Storage.pending_value(shape, dtype, recipe)
+        self._storage = _pending_value(shape, dtype, recipe, reads)
         return self
 
     @property
@@ -483,6 +488,12 @@ class Container(ArraySurface):
     def mark_device_written(self) -> None:
         """A kernel wrote the device buffer: the host copy is now stale."""
         self._storage.device_written()
+
+
+#: ``(storage, layout)`` of a container (its :attr:`~Container.storage` and
+#: :attr:`~Container.layout`) in one call without a Python frame: the array backend's
+#: operators read both for every operand.
+storage_and_layout = operator.attrgetter("_storage", "_layout")
 
 
 class Vector(Container):

@@ -32,6 +32,13 @@ from ..dtypes import storage_dtype
 from ..errors import BoundsError, DTypeError, ShapeError
 from .selection import Selection
 
+#: A storage's list of readers is pruned (readers gone or computed dropped) when it reaches
+#: this length (and then each power of two above it), so that a loop of pending values over
+#: one container keeps it short.
+MAX_READERS = 64
+
+_new = object.__new__
+
 
 class Storage:
     """The host/device state of one container's data (of ``shape`` and ``dtype``)."""
@@ -60,19 +67,44 @@ class Storage:
         self.distribution = parts.dist if parts is not None else distribution
 
     @classmethod
-    def pending_value(cls, shape, dtype, pending) -> Storage:
-        """A storage whose data ``pending.evaluate()`` computes when it is first needed."""
-        self = cls(None, None, None, shape, dtype, False, False, False)
-        self.pending = pending
+    def pending_value(cls, shape, dtype, pending, reads=()) -> Storage:
+        """A storage whose data ``pending.evaluate()`` computes when it is first needed.
+
+        ``pending.storage`` is set to a weak reference to this storage (what the value
+        fills). ``reads``: the storages that value reads; each takes it as a reader (that
+        same weak reference) and so computes it before it is written. Built field by field,
+        as a :class:`_PendingStorage`, whose other fields start as its class's defaults: a
+        loop of small array expressions makes one per operation."""
+        self = _new(_PendingStorage)
+        self.shape, self.dtype, self.pending = shape, dtype, pending
+        pending.storage = ref = weakref.ref(self)
+        if reads:
+            for s in reads:
+                readers = s.readers
+                if readers is None:
+                    s.readers = [ref]
+                elif len(readers) < MAX_READERS:
+                    readers.append(ref)
+                else:
+                    s._add_reader_ref(ref)
         return self
 
     def add_reader(self, reader: Storage) -> None:
         """``reader`` (pending) reads this storage: compute it before this one is written."""
-        if self.readers is None:
-            self.readers = []
-        elif len(self.readers) > 64:
-            self.readers = [r for r in self.readers if _pending(r())]
-        self.readers.append(weakref.ref(reader))
+        self._add_reader_ref(weakref.ref(reader))
+
+    def _add_reader_ref(self, ref) -> None:
+        readers = self.readers
+        if readers is None:
+            self.readers = [ref]
+            return
+        n = len(readers)
+        if n >= MAX_READERS and not n & (n - 1):
+            # drop the readers gone or computed, at lengths 64, 128, 256, ... (so a list of
+            # many live readers is not walked on every addition)
+            readers = self.readers = [r for r in readers
+                                      if (s := r()) is not None and s.pending is not None]
+        readers.append(ref)
 
     def resolve(self) -> None:
         """Compute a pending value now; where only the parts on a device group are valid,
@@ -315,8 +347,14 @@ class Storage:
                                plan.pitches, to_device=to_device)
 
 
-def _pending(storage) -> bool:
-    return storage is not None and storage.pending is not None
+class _PendingStorage(Storage):
+    """A storage made by :meth:`Storage.pending_value`: the same object, whose fields start
+    as these class attributes (they hide the slots of the same names, and a write goes to
+    the instance's own ``__dict__``), so that making one sets three fields, not thirteen."""
+
+    host = buffer = runtime = readers = parts = distribution = None
+    device_valid = shared = borrowed = False
+    editing = 0
 
 
 # A strided innermost axis whose elements lie at most this many bytes apart moves with the

@@ -314,27 +314,37 @@ class _Elementwise(Skeleton):
             return out if self._relaunch(rt, kernel, gsize, lsize, argv, point, choice,
                                          out) else None
 
-        def launch_into(call_shape, inputs, extras, stores):
+        def launch_into(call_shape, inputs, extras, stores, into):
             """``fast`` for a caller that vouches for the inputs' types, dtypes and kinds
             (the fused kernel of an array expression, whose structure key holds them;
             ``stores``: the inputs' storages): checks the shape and the extras' types only,
-            and returns the result's buffer (no container), or None (then the full path
-            runs). Not in auto mode."""
+            and fills the storage ``into`` with the result (no container): True, or None
+            (then the full path runs). Not in auto mode."""
             if call_shape != shape or len(inputs) + len(extras) != nargs \
                     or not ticket_valid(ticket) or _rt.fixed() is not rt:
                 return None
             argv = [None, n_arg]
             try:
-                for a, s, kind in zip(inputs, stores, input_kinds, strict=False):
-                    if kind is None:               # a container's own block
+                if blocks:                         # every input a container's own block
+                    for s in stores:
                         argv.append(s.buffer if s.device_valid and s.runtime is rt
                                     else s.device_buffer(rt))
-                    else:
-                        argv.extend(kind.kernel_args(a, rt))
-                for v, typ, conv in zip(extras, extra_types, extra_convs, strict=False):
-                    if type(v) is not typ:
+                else:
+                    for a, s, kind in zip(inputs, stores, input_kinds, strict=False):
+                        if kind is None:
+                            argv.append(s.buffer if s.device_valid and s.runtime is rt
+                                        else s.device_buffer(rt))
+                        else:
+                            argv.extend(kind.kernel_args(a, rt))
+                if as_they_are:                    # NumPy scalars of the muscle's types
+                    if tuple(map(type, extras)) != extra_types:
                         return None
-                    argv.append(v if conv is None else conv(v))
+                    argv += extras
+                else:
+                    for v, typ, conv in zip(extras, extra_types, extra_convs, strict=False):
+                        if type(v) is not typ:
+                            return None
+                        argv.append(v if conv is None else conv(v))
             except (OverflowError, ValueError, TypeError):
                 return None
             argv[0] = buf = rt.allocate(nbytes)
@@ -344,13 +354,16 @@ class _Elementwise(Skeleton):
             except RefusedParameters:
                 return None
             self._pending_launch = (point, gsize, lsize, ev, None)
-            return buf
+            into.filled(buf, rt)
+            return True
 
         skel_kind, origin = self.kind, self.origin
         input_kinds = [spec[3] for spec in specs[:n_in]]
-        extra_types = [spec[0] for spec in specs[n_in:]]
+        blocks = all(kind is None for kind in input_kinds)
+        extra_types = tuple(spec[0] for spec in specs[n_in:])
         # None: a NumPy scalar of the muscle's type goes in as it is
         extra_convs = [None if typ is conv else conv for typ, _d, _s, conv in specs[n_in:]]
+        as_they_are = all(conv is None for conv in extra_convs)
         # only containers in, only scalars as extras (what an array expression's kernel takes)
         fitting = all(spec[1] is not None for spec in specs[:n_in]) and \
             all(spec[1] is None for spec in specs[n_in:])
@@ -494,8 +507,8 @@ class ZipN(_Elementwise):
 
     def repeat_launcher(self):
         """The launcher of repeats of this kernel's latest settled call for the array
-        expression that computes it (``launch_into(shape, inputs, extras, storages)`` -> the
-        result's buffer or None), or None: no settled call yet, debug mode, or the muscle
-        changed."""
+        expression that computes it (``launch_into(shape, inputs, extras, storages, into)``
+        fills the storage ``into``: True, or None), or None: no settled call yet, debug
+        mode, or the muscle changed."""
         fast = self._ready()
         return None if fast is None else fast.launch_into
