@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from test_tuner_support import FakeDevice, FakeEvent, cache_dir, key, make_request  # noqa: F401
 
 from skelpy import tuner
+from skelpy.tuner import measure as tmeasure
 from skelpy.tuner import store as tstore
 from skelpy.tuner import sweep as tsweep
 from skelpy.tuner.engine import Call, scenario
@@ -126,6 +127,7 @@ def test_a_time_boxed_sweep_never_keeps_a_point_slower_than_the_untuned_one(seed
                   "random": rng.choice(pts)}[pick]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tsweep, "time", clock)
+        mp.setattr(tmeasure, "time", clock)     # its repeats stop by time too: the fake one
         if model_pick is not None:
             mp.setattr(Call, "predict", lambda self, mgr, *a, **k: dict(model_pick))
         with tuner.tuning("exhaustive"), tuner.sweep_deadline(box):
