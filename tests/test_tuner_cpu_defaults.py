@@ -50,22 +50,22 @@ def test_simd_lanes_come_from_the_devices_preferred_float_width(lanes, want):
     assert cpu_defaults.simd_lanes(SimpleNamespace(kind="cpu")) == 16   # no features at all
 
 
-def test_light_stencils_take_eight_rows_of_one_simd_width():
+def test_light_stencils_take_rows_of_two_simd_widths():
     for feats in (HEAT, GAME_OF_LIFE, LOG5, SPARSE_FAR):
-        assert cpu_defaults.stencil_point(cpu(16.0), feats) == point(8, 16)
-    assert cpu_defaults.stencil_point(cpu(8.0), HEAT) == point(16, 8)      # AVX2: 16 x 8
+        assert cpu_defaults.stencil_point(cpu(16.0), feats) == point(4, 32)
+    assert cpu_defaults.stencil_point(cpu(8.0), HEAT) == point(8, 16)      # AVX2: 8 x 16
 
 
 def test_branchy_reads_count_by_the_cells_they_can_reach():
     # non-maximum suppression reads 13 times from a 3x3 neighbourhood: light, not heavy (the
     # former rule took it for heavy; its 2-rows-per-item point ran it 4.5-5x slower)
     assert cpu_defaults.distinct_reads(NMS) == 9.0
-    assert cpu_defaults.stencil_point(cpu(), NMS) == point(8, 16)
+    assert cpu_defaults.stencil_point(cpu(), NMS) == point(4, 32)
 
 
 def test_heavy_stencils_take_two_rows_per_work_item():
     assert cpu_defaults.stencil_point(cpu(), GAUSS5) == point(4, 16, cr=2)
-    assert cpu_defaults.stencil_point(cpu(), GAUSS11) == point(8, 16)   # 12 x 11 window
+    assert cpu_defaults.stencil_point(cpu(), GAUSS11) == point(4, 32)   # 12 x 11 window
     assert cpu_defaults.stencil_point(cpu(8.0), GAUSS5) == point(4, 8, cr=2)
 
 

@@ -23,7 +23,7 @@ LOG5 = np.array([[0, 0, 1, 0, 0], [0, 1, 2, 1, 0], [1, 2, -16, 2, 1], [0, 1, 2, 
 
 GPU_LIGHT = {"wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
 GPU_HEAVY = {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
-CPU_LIGHT = {"wg_r": 8, "wg_c": 16, "cr": 1, "cc": 1, "local": 0, "vec": 1}   # 16 float lanes
+CPU_LIGHT = {"wg_r": 4, "wg_c": 32, "cr": 1, "cc": 1, "local": 0, "vec": 1}   # 16 float lanes
 CPU_HEAVY = {"wg_r": 4, "wg_c": 16, "cr": 2, "cc": 1, "local": 0, "vec": 1}
 
 
@@ -77,7 +77,7 @@ def test_off_runs_what_model_mode_falls_back_to_for_the_5x5_log():
     # the default the stencil code means for this kind of device
     dev = sk.current_device()
     lanes = cpu_defaults.simd_lanes(dev)          # 16 here (AVX-512): CPU_LIGHT
-    cpu = {**CPU_LIGHT, "wg_r": 128 // lanes, "wg_c": lanes}
+    cpu = {**CPU_LIGHT, "wg_r": 128 // (2 * lanes), "wg_c": 2 * lanes}
     assert off.params == (GPU_LIGHT if dev.kind == "gpu" else cpu)
 
 

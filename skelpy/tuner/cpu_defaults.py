@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 FALLBACK_LANES = 16        # float lanes when the device does not say (AVX-512)
-LIGHT_ITEMS = 128          # work-items of a light stencil's group: 8 rows of 16 lanes
+LIGHT_ITEMS = 128          # work-items of a light stencil's group: 4 rows of 2 x 16 lanes
+LIGHT_WIDTHS = 2           # SIMD widths of columns in a light stencil's group
 HEAVY_READS = 24           # distinct neighbours read per cell above which a stencil is heavy
 WINDOW_LIMIT = 96          # most cells two rows' neighbourhoods span for 2 rows per work-item
 
@@ -52,9 +53,13 @@ def divergent_loop(features: Mapping[str, float]) -> bool:
 
 
 def stencil_point(device: Any, features: Mapping[str, float]) -> dict:
-    """The stencil default on a CPU. Light stencils: 8 rows of one SIMD width of columns
-    (8x16 on AVX-512; confirmed 1.0-1.5x faster than the former 4x64 on heat, Jacobi,
-    Sobel, non-maximum suppression, Game of Life, the 5x5 LoG at 512^2-1024^2). Heavy ones
+    """The stencil default on a CPU. Light stencils: rows of two SIMD widths of columns,
+    :data:`LIGHT_ITEMS` work-items (4x32 on AVX-512). One SIMD width (8x16) had been
+    confirmed 1.0-1.5x faster than the former 4x64 on heat, Jacobi, Sobel, non-maximum
+    suppression, Game of Life and the 5x5 LoG at 512^2-1024^2, but it has cliffs: heat with
+    a ``constant`` border ran 2.9-3.3x slower than at 4x32 (512^2-1024^2), heat at 2048^2
+    1.8x; 4x32 was within 0.85-1.0x of 8x16 elsewhere at 512^2 and 1.0-1.1x faster at
+    1024^2-2048^2 (every border mode; 2026-11-23, interleaved, minimum of 9). Heavy ones
     (more than :data:`HEAVY_READS` distinct neighbours, covering a quarter of the
     neighbourhood: a 5x5 Gaussian reads 25): 4 rows of one SIMD width, 2 rows per work-item,
     whose reads overlap (1.0-1.3x over the light point), while the two rows' neighbourhoods
@@ -71,7 +76,8 @@ def stencil_point(device: Any, features: Mapping[str, float]) -> dict:
               * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
     if reads > HEAVY_READS and reads >= 0.25 * area and window <= WINDOW_LIMIT:
         return {"wg_r": 4, "wg_c": lanes, "cr": 2, "cc": 1, "local": 0, "vec": 1}
-    return {"wg_r": max(1, LIGHT_ITEMS // lanes), "wg_c": lanes, "cr": 1, "cc": 1,
+    cols = LIGHT_WIDTHS * lanes
+    return {"wg_r": max(1, LIGHT_ITEMS // cols), "wg_c": cols, "cr": 1, "cc": 1,
             "local": 0, "vec": 1}
 
 
