@@ -65,3 +65,20 @@ def test_rounds_stay_within_the_iterations_and_the_parts():
     assert _k(_job(kind="cpu")) >= 4
     # a deeper halo is never chosen when the round costs nothing
     assert _k(_job(0.0, iterations=1000)) <= _k(_job(1e-3, iterations=1000))
+
+
+def test_the_rule_prices_each_round_count_once_and_finds_the_least_cost():
+    # the rule skips depths that add rounds' worth of nothing; it must still find the least
+    # call cost over every legal m (a brute-force argmin over all of them)
+    import random
+
+    r = random.Random(7)
+    for _ in range(300):
+        rows = r.choice([64, 300, 4096, 16384])
+        job = _job(r.choice([0.0, 130e-6, 1e-2]), r.choice([math.inf, 3.96e9, 1e7]),
+                   rows=rows, cols=rows, iterations=r.randint(1, 3000))
+        t, reach = r.choice([1, 2, 4, 8]), r.choice([1, 2])
+        most = max(min(job.iterations // t, (rows // 2) // (2 * t * reach),
+                       stencil_passes.MAX_PASSES_PER_ROUND), 1)
+        brute = min(range(1, most + 1), key=lambda m: (job.call_cost(m * t, reach), m))
+        assert stencil_passes.Temporal.passes_per_round(job, t, reach) == brute

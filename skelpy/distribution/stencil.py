@@ -177,14 +177,25 @@ class _Job:
         interior pass does not hide of the halo's extra trip (MPI's; nothing in one
         process), and ``(k - 1) / 2`` halo rows per step recomputed. The temporal passes
         take the k that minimises it (:mod:`.stencil_passes`)."""
+        return self.cost_of(self.cost_terms(reach), k)
+
+    def cost_terms(self, reach: int) -> tuple[float, float, float, float]:
+        """What :meth:`call_cost` reads of the call, computed once for many k: the round's
+        latency, the extra trip's seconds per row of depth, the seconds an interior pass
+        hides, the recomputed halo's seconds per step and row of depth."""
         per_row = self._per_row()
-        rounds = -(-self.iterations // k)
-        trip = k * reach * self.cols * self.src.dtype.itemsize / self.ex.round_bandwidth
+        trip = reach * self.cols * self.src.dtype.itemsize / self.ex.round_bandwidth
         parts = (self.ranges[r] for r in range(self.group.size))
         hidden = max((hi - lo for lo, hi in parts), default=0) * per_row
-        exchange = self._round_latency() + max(0.0, trip - hidden)
-        recompute = self.iterations * (k - 1) / 2 * max(self.north + self.south, 1) * per_row
-        return (rounds - 1) * exchange + recompute
+        return (self._round_latency(), trip, hidden,
+                max(self.north + self.south, 1) * per_row)
+
+    def cost_of(self, terms: tuple[float, float, float, float], k: int) -> float:
+        """:meth:`call_cost` at depth ``k`` from :meth:`cost_terms`."""
+        latency, trip, hidden, recompute = terms
+        rounds = -(-self.iterations // k)
+        return ((rounds - 1) * (latency + max(0.0, k * trip - hidden))
+                + self.iterations * (k - 1) / 2 * recompute)
 
     def _round_latency(self) -> float:
         gpu = self.group.devices[0].kind == "gpu"

@@ -4,6 +4,7 @@ object, the job, this drives: its row plan, exchange and launch records)."""
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections import OrderedDict
 from functools import cached_property
@@ -127,9 +128,23 @@ class Temporal:
         the iterations and a halo of half the smallest part (its memory)."""
         smallest = min((hi - lo for lo, hi in (job.ranges[r] for r in range(job.group.size))
                         if hi > lo), default=0)
-        most = min(job.iterations // t, smallest // (2 * t * reach), MAX_PASSES_PER_ROUND)
-        return min(range(1, max(most, 1) + 1),
-                   key=lambda m: (job.call_cost(m * t, reach), m))
+        most = max(min(job.iterations // t, smallest // (2 * t * reach),
+                       MAX_PASSES_PER_ROUND), 1)
+        # Among the m with the same number of rounds the least is the cheapest (the deeper
+        # halo only adds recomputation and trip), so only each round count's least m is
+        # priced: O(sqrt(iterations / t)) candidates, not O(iterations / t), in every call.
+        terms, iters = job.cost_terms(reach), job.iterations
+        best_m, best, m = 1, math.inf, 1
+        while m <= most:
+            cost = job.cost_of(terms, m * t)
+            if cost < best:
+                best_m, best = m, cost
+            rounds = -(-iters // (m * t))
+            if rounds <= 1:
+                break
+            depth = -(-iters // (rounds - 1))         # the least k of one round fewer
+            m = max(m + 1, -(-depth // t))
+        return best_m
 
     def __init__(self, job, tplan, points: dict, t: int, m: int = 1):
         self.job, self.tplan, self.points, self.t, self.m = job, tplan, points, t, m
