@@ -114,5 +114,5 @@ def test_folds_take_small_groups_about_eight_per_compute_unit(cu, groups):
 
 
 def test_scans_take_tiles_of_eight_work_items():
-    assert cpu_defaults.scan_point(4096) == {"wg": 8, "items": 16, "method": "lookback"}
+    assert cpu_defaults.scan_point(4096) == {"wg": 8, "items": 64, "method": "lookback"}
     assert cpu_defaults.scan_point(4)["wg"] == 4
