@@ -5,6 +5,7 @@ compiled here (fake devices and kernels)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -76,6 +77,37 @@ def test_the_model_sees_the_cpu_columns_when_it_scores_candidates():
     m = cand.matrix(gm, scen, [0, 5])
     j = gm.point_schema.index["x_simd_fill"]
     np.testing.assert_allclose(m[:, j], [math.log2(16) - 3, math.log2(256) - 3])
+
+
+def _cliff_scenarios(is_gpu: float):
+    """Two scenarios: wg=64 wins the first and is 10x slower than the best in the second."""
+    pts = [{"wg": w, "vw": 1, "coarsen": 1} for w in (16, 64, 256)]
+    space = {"params": [{"name": "wg", "values": [16, 64, 256]},
+                        {"name": "vw", "values": [1]}, {"name": "coarsen", "values": [1]}],
+             "default": pts[0]}
+    scen = {"dev_is_gpu": is_gpu, "dev_pref_vec_float": 8.0, "ds_log2_elements": 20.0}
+    a = tmodel.ScenarioData("a", "k1", "map", scen, space,
+                            {params_json(p): t for p, t in zip(pts, (2e-3, 1e-3, 2e-3))})
+    b = tmodel.ScenarioData("b", "k2", "map", dict(scen, ds_log2_elements=22.0), space,
+                            {params_json(p): t for p, t in zip(pts, (2e-3, 20e-3, 1.5e-3))})
+    return pts, [a, b]
+
+
+def test_a_cpu_model_never_picks_a_point_with_a_cliff_in_its_training_data():
+    """On a CPU a point that wins one scenario but runs 10x slower than the best in
+    another is no candidate (the defaults' point always is); a GPU's model keeps it."""
+    pts, data = _cliff_scenarios(0.0)
+    def parsed(keys):
+        return [json.loads(k) for k in keys]
+
+    assert parsed(tmodel.cliff_points(data)) == [pts[1]]
+    gm = tmodel.fit_group("wg,vw,coarsen", data, n_estimators=2, approaches=("speedup",))
+    assert pts[1] not in parsed(gm.plausible)
+    assert pts[0] in parsed(gm.plausible) and pts[2] in parsed(gm.plausible)
+    pts, data = _cliff_scenarios(1.0)
+    assert tmodel.cliff_points(data) == set()
+    gm = tmodel.fit_group("wg,vw,coarsen", data, n_estimators=2, approaches=("speedup",))
+    assert pts[1] in parsed(gm.plausible)
 
 
 def test_cpu_training_labels_treat_times_within_the_noise_of_the_best_as_ties():

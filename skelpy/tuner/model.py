@@ -72,6 +72,14 @@ MIN_GAIN_BY_KIND = {"gpu": 0.0, "cpu": 0.2}
 # noise, and a model fitted to it learns that noise.
 TIE_BY_KIND = {"gpu": 0.0, "cpu": 0.05}
 
+# Candidates a kind's model may pick: on a CPU, a point measured anywhere in its training
+# data at more than this many times that scenario's best is left out (a defaults' point is
+# always kept). PoCL has cliffs (a barrier splits the work-item loop, a local tile, a vector
+# width that turns loads into gathers): a point that wins one kernel can run 5-14x slower on
+# a similar one, and a model fitted on a few noisy scenarios cannot tell them apart. GPUs'
+# data is quiet and their picks well validated: no filter.
+CLIFF_BY_KIND = {"gpu": math.inf, "cpu": 2.5}
+
 
 def robust_times(t: np.ndarray, tie: float) -> np.ndarray:
     """``t`` with every time within ``tie`` of the fastest raised to that bound (ties)."""
@@ -274,6 +282,23 @@ def static_ranking(data: Sequence[ScenarioData]) -> list[str]:
     return sorted(common, key=score, reverse=True)
 
 
+def cliff_points(data: Sequence[ScenarioData]) -> set[str]:
+    """Points measured somewhere in ``data`` at more than the kind's
+    :data:`CLIFF_BY_KIND` times that scenario's best (only where every scenario ran on one
+    kind of device: shipped groups mix none)."""
+    kinds = {device_kind(sd.features) for sd in data}
+    limit = CLIFF_BY_KIND.get(kinds.pop(), math.inf) if len(kinds) == 1 else math.inf
+    if not math.isfinite(limit):
+        return set()
+    out: set[str] = set()
+    for sd in data:
+        if len(sd.times) < 2:
+            continue
+        bar = min(sd.times.values()) * limit
+        out.update(k for k, t in sd.times.items() if t > bar)
+    return out
+
+
 def _baseline(sd: ScenarioData) -> float:
     """The space default's time when measured, else the geometric mean of the scenario.
     (The scenario's median point as the reference was measured on PoCL too: 79.5% of the
@@ -347,6 +372,9 @@ def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
     for sd in data:
         ranked = sorted(sd.times, key=sd.times.__getitem__)
         plausible.update(dict.fromkeys(ranked[:plausible_top]))
+    cliffy = cliff_points(data)
+    plausible = {k: None for k in plausible if k not in cliffy}
+    for sd in data:
         plausible[sd.default_key] = None
     gm = GroupModel(sig, scen_schema, point_schema, n_scenarios=len(data),
                     plausible=list(plausible),
