@@ -73,12 +73,16 @@ MIN_GAIN_BY_KIND = {"gpu": 0.0, "cpu": 0.2}
 TIE_BY_KIND = {"gpu": 0.0, "cpu": 0.05}
 
 # Candidates a kind's model may pick: on a CPU, a point measured anywhere in its training
-# data at more than this many times that scenario's best is left out (a defaults' point is
-# always kept). PoCL has cliffs (a barrier splits the work-item loop, a local tile, a vector
-# width that turns loads into gathers): a point that wins one kernel can run 5-14x slower on
-# a similar one, and a model fitted on a few noisy scenarios cannot tell them apart. GPUs'
+# data at more than CLIFF times that scenario's best, or measured in fewer than SEEN
+# scenarios, is left out (a defaults' point is always kept). PoCL has cliffs (a barrier
+# splits the work-item loop, a local tile, a vector width that turns loads into gathers): a
+# point that wins one kernel can run 2-14x slower on a similar one, and a model fitted on a
+# few noisy scenarios cannot tell them apart. After `skelpy tune` on PoCL, a 4x8 local-tile
+# point with 2x4 cells per work-item, best in one synthetic scenario and measured in one
+# other (1.42x its best), ran Game of Life at 0.37-0.43 of the oracle (2026-11-23). GPUs'
 # data is quiet and their picks well validated: no filter.
 CLIFF_BY_KIND = {"gpu": math.inf, "cpu": 2.5}
+SEEN_BY_KIND = {"gpu": 0, "cpu": 3}
 
 
 def robust_times(t: np.ndarray, tie: float) -> np.ndarray:
@@ -282,20 +286,26 @@ def static_ranking(data: Sequence[ScenarioData]) -> list[str]:
     return sorted(common, key=score, reverse=True)
 
 
-def cliff_points(data: Sequence[ScenarioData]) -> set[str]:
-    """Points measured somewhere in ``data`` at more than the kind's
-    :data:`CLIFF_BY_KIND` times that scenario's best (only where every scenario ran on one
-    kind of device: shipped groups mix none)."""
+def risky_points(data: Sequence[ScenarioData]) -> set[str]:
+    """Points the kind's model may not pick (:data:`CLIFF_BY_KIND`, :data:`SEEN_BY_KIND`):
+    measured somewhere in ``data`` at more than the cliff times that scenario's best, or in
+    fewer than the kind's number of scenarios (only where every scenario ran on one kind of
+    device: shipped groups mix none)."""
     kinds = {device_kind(sd.features) for sd in data}
-    limit = CLIFF_BY_KIND.get(kinds.pop(), math.inf) if len(kinds) == 1 else math.inf
-    if not math.isfinite(limit):
+    kind = kinds.pop() if len(kinds) == 1 else None
+    limit, seen = CLIFF_BY_KIND.get(kind, math.inf), SEEN_BY_KIND.get(kind, 0)
+    if not math.isfinite(limit) and seen <= 1:
         return set()
     out: set[str] = set()
+    count: dict[str, int] = {}
     for sd in data:
+        for k in sd.times:
+            count[k] = count.get(k, 0) + 1
         if len(sd.times) < 2:
             continue
         bar = min(sd.times.values()) * limit
         out.update(k for k, t in sd.times.items() if t > bar)
+    out.update(k for k, n in count.items() if n < seen)
     return out
 
 
@@ -372,8 +382,8 @@ def fit_group(sig: str, data: Sequence[ScenarioData], *, n_estimators: int = 24,
     for sd in data:
         ranked = sorted(sd.times, key=sd.times.__getitem__)
         plausible.update(dict.fromkeys(ranked[:plausible_top]))
-    cliffy = cliff_points(data)
-    plausible = {k: None for k in plausible if k not in cliffy}
+    risky = risky_points(data)
+    plausible = {k: None for k in plausible if k not in risky}
     for sd in data:
         plausible[sd.default_key] = None
     gm = GroupModel(sig, scen_schema, point_schema, n_scenarios=len(data),

@@ -36,6 +36,10 @@ from .model import CandidateSet, GroupModel, ScenarioData, choose, device_kind, 
 # zero-shot 92.3%; the model from its own data reached 95.2% there, but validated at 0.98-1.01x
 # of the default, within noise, so it is not trusted)
 MARGIN = math.log(1.01)
+# on a CPU, confirmed timings of one point differ by up to ~5% (model.TIE_BY_KIND): a model
+# validated at 1.013x of the default on PoCL then ran Game of Life at 0.37-0.43 of the oracle
+# where the default reached 0.98-1.0 (2026-11-23); it must beat the default beyond that noise
+MARGIN_BY_KIND = {"gpu": MARGIN, "cpu": math.log(1.05)}
 MIN_EVIDENCE = 4          # validation scenarios needed before the device's data decides
 # on a CPU (noisy timings on shared cores) as many as make the device's data count alone
 # (zero_shot.LOCAL_TAKES_OVER): after `skelpy tune`'s default 8 minutes on PoCL a Map model
@@ -132,9 +136,10 @@ def validate(local: Sequence[ScenarioData], train: Sequence[ScenarioData],
             v.scores[f"{k}_losses"] = math.exp(-losses(g))
             mean[k] = -math.inf
     s_ship = mean.get("shipped", -math.inf)
-    if mean["local"] >= MARGIN and mean["local"] >= s_ship:
+    margin = MARGIN_BY_KIND.get(kind, MARGIN)
+    if mean["local"] >= margin and mean["local"] >= s_ship:
         v.use = "local"
-    elif s_ship >= MARGIN:
+    elif s_ship >= margin:
         v.use = "shipped"
     else:
         v.use = "default"

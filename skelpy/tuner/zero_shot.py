@@ -243,9 +243,11 @@ def build(sets: Sequence[training_data.DeviceData], *, trees: int = TREES, depth
     for key, g in groups.items():
         score = across_devices(by[key], depth=depth)
         if score is not None:
-            g.validation = {"use": "shipped" if score >= validation.MARGIN else "default",
+            margin = validation.MARGIN_BY_KIND.get(device_kind(by[key][0].features),
+                                                   validation.MARGIN)
+            g.validation = {"use": "shipped" if score >= margin else "default",
                             "scenarios": len(by[key]), "scores": {"devices": math.exp(score)}}
-            g.keeps_default = score < validation.MARGIN
+            g.keeps_default = score < margin
     for g in groups.values():
         g.origin = "shipped"
     return compact(DeviceModel(device, 0, groups, time.time()), "speedup")
