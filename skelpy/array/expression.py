@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 import numpy as np
 
@@ -19,8 +20,8 @@ from ..containers import Container, Matrix, Vector, storage_and_layout
 from ..dtypes import check_dtype
 from ..errors import DTypeError
 from . import fusion, graph, ops
-from .fusion import Recipe
-from .graph import CONST_SIDS, LEAF_SIDS, SIDS, Leaf, Node, Scalar
+from .fusion import PendingNode, Recipe
+from .graph import CONST_SIDS, LEAF_SIDS, SIDS, Leaf, Node
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -134,9 +135,20 @@ SMALL_EXPONENTS = frozenset({0.5, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0})
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _new = object.__new__
+#: (float, dtype, (its NumPy scalar,)) of binary's latest float constant (see binary)
+_LAST_CONST: tuple = (None, None, ())
 
 
-def binary(op: str, a, b, general):
+def binary_operator(op: str, general, name: str):
+    """:func:`binary` with ``op`` and ``general`` bound, as a container's operator method
+    (``self op other``): a copy of the function whose defaults are them, so that an
+    operator runs it with no frame in between (it sits on every operator of a loop)."""
+    fn = types.FunctionType(binary.__code__, binary.__globals__, name, (op, general))
+    fn.__qualname__, fn.__doc__ = name, f"``self {op} other`` (see expression.binary)."
+    return fn
+
+
+def binary(a, b, op: str = "add", general=None):
     """``a op b`` (an operator on containers): when the operands' signature was built before
     (the common case, in a loop; the stored signature also says the operands are of kinds
     :func:`apply` takes), the same node and pending container as :func:`apply` builds, with
@@ -146,7 +158,13 @@ def binary(op: str, a, b, general):
     reader of its leaves' storages in one call. A container's own block (``layout`` None)
     has its storage's shape and dtype. Anything else (a first signature, other operand
     types, ``power``'s literal exponents, operands that read a common leaf, a graph at the
-    limits) takes the general ways (``general(op, a, b)``, ``graph.Node``)."""
+    limits) takes the general ways (``general(op, a, b)``, ``graph.Node``).
+
+    A float constant's NumPy scalar is kept from the latest call (``_LAST_CONST``: the same
+    float object in the same dtype is the same value, ``-0.0`` and NaN included), as a
+    loop's ``a * x`` passes one float again and again (an immutable tuple: shared by the
+    constants' nodes as their ``args`` and ``consts``)."""
+    global _LAST_CONST
     ta, tb = type(a), type(b)
     if ta is Vector or ta is Matrix:
         sa, la = storage_and_layout(a)
@@ -162,103 +180,96 @@ def binary(op: str, a, b, general):
     if hit is None or op == "power":
         return general(op, a, b)
     shape, out, (da, db) = hit
-    # Each operand's node. A fresh leaf (kind 1) or constant (kind 2) also gives what the
-    # operation takes from it: no operations, not shared, plain where its shape is ours.
-    xa = 0
+    # Each operand: a plain container (kind 1: its data, its own block) or a float
+    # constant (kind 2: its NumPy scalar) is kept as it is, with what the operation takes
+    # from its node (leaves, storages, constants, structure id, plain); its node is made
+    # only if a walk asks (PendingNode.args). Anything else is a node (kind 0).
     if ta is Vector or ta is Matrix:
         if la is not None:
-            na = Leaf(a)
+            na, xa = Leaf(a), 0
         else:
             na = sa.pending
-            if na is None:                        # a plain container: graph.Leaf, inline
-                na = _new(Leaf)
-                na.args = na.leaves = (a,)
-                na.dtype, na.shape, na.plain, na.stores = da, sa.shape, True, (sa,)
-                sid = LEAF_SIDS.get(da)
-                na.sid = graph.leaf_sid(da) if sid is None else sid
-                xa, pa = 1, sa.shape == shape
+            if na is None:                        # a plain container
+                na, xa, la, sta, ca = a, 1, (a,), (sa,), ()
+                sida = LEAF_SIDS.get(da) or graph.leaf_sid(da)
+                pa = sa.shape == shape
             else:
-                na = na.node
+                xa = 0
+                if type(na) is not PendingNode:
+                    na = na.node
     elif ta is float and (da is _F64 or (da is _F32 and -3.0e38 < a < 3.0e38)):
-        na = _new(Scalar)                         # graph.const's common case, inline
-        na.op, na.args, na.dtype, na.shape, na.uses = "const", (da.type(a),), da, (), 0
-        na.consts = na.args
-        sid = CONST_SIDS.get(da)
-        na.sid = graph.const_sid(da) if sid is None else sid
-        xa, pa = 2, True
+        c = _LAST_CONST                           # graph.const's common case
+        if c[0] is not a or c[1] is not da:
+            c = _LAST_CONST = (a, da, (da.type(a),))
+        ca = c[2]
+        na, xa, la, sta, pa = ca[0], 2, (), (), True
+        sida = CONST_SIDS.get(da) or graph.const_sid(da)
     else:
-        na = graph.const(a, da)
-    xb = 0
+        na, xa = graph.const(a, da), 0
     if tb is Vector or tb is Matrix:
         if lb is not None:
-            nb = Leaf(b)
+            nb, xb = Leaf(b), 0
         else:
             nb = sb.pending
             if nb is None:
-                nb = _new(Leaf)
-                nb.args = nb.leaves = (b,)
-                nb.dtype, nb.shape, nb.plain, nb.stores = db, sb.shape, True, (sb,)
-                sid = LEAF_SIDS.get(db)
-                nb.sid = graph.leaf_sid(db) if sid is None else sid
-                xb, pb = 1, sb.shape == shape
+                nb, xb, lb, stb, cb = b, 1, (b,), (sb,), ()
+                sidb = LEAF_SIDS.get(db) or graph.leaf_sid(db)
+                pb = sb.shape == shape
             else:
-                nb = nb.node
+                xb = 0
+                if type(nb) is not PendingNode:
+                    nb = nb.node
     elif tb is float and (db is _F64 or (db is _F32 and -3.0e38 < b < 3.0e38)):
-        nb = _new(Scalar)
-        nb.op, nb.args, nb.dtype, nb.shape, nb.uses = "const", (db.type(b),), db, (), 0
-        nb.consts = nb.args
-        sid = CONST_SIDS.get(db)
-        nb.sid = graph.const_sid(db) if sid is None else sid
-        xb, pb = 2, True
+        c = _LAST_CONST
+        if c[0] is not b or c[1] is not db:
+            c = _LAST_CONST = (b, db, (db.type(b),))
+        cb = c[2]
+        nb, xb, lb, stb, pb = cb[0], 2, (), (), True
+        sidb = CONST_SIDS.get(db) or graph.const_sid(db)
     else:
-        nb = graph.const(b, db)
-    la, lb = na.leaves, nb.leaves
-    n_ops = 1 + na.n_ops + nb.n_ops
+        nb, xb = graph.const(b, db), 0
+    shared, n_ops = False, 1
+    if not xa:
+        la, sta, ca, sida = na.leaves, na.stores, na.consts, na.sid
+        pa = na.plain and (not la or na.shape == shape)
+        n_ops += na.n_ops
+    if not xb:
+        lb, stb, cb, sidb = nb.leaves, nb.stores, nb.consts, nb.sid
+        pb = nb.plain and (not lb or nb.shape == shape)
+        n_ops += nb.n_ops
     if (la and lb and (len(la) != 1 or len(lb) != 1 or la[0] is lb[0])) \
             or n_ops > graph.MAX_OPS:
         # operands that may read a common leaf, or too many operations: graph.Node (and
         # bounded), as apply does (disjoint single leaves are two, under MAX_LEAVES; one
         # operand's leaves alone are within it)
+        na = graph.operand_node(na) if xa else na
+        nb = graph.operand_node(nb) if xb else nb
         node = Node(op, (na, nb), out, shape)
         if node.n_ops > graph.MAX_OPS or len(node.leaves) > graph.MAX_LEAVES:
             node = Node(op, tuple(bounded([a, b], [na, nb])), out, shape)
+        # fusion.pending_container, inline (the container sets recipe.storage)
+        recipe = _new(Recipe)
+        recipe.node, recipe.shape, recipe.direct = node, shape, None
     else:
-        # graph.Node's two-operand case (disjoint leaves), inline
-        node = _new(Node)
-        node.op, node.args, node.dtype, node.shape, node.fn, node.uses = \
-            op, (na, nb), out, shape, None, 0
-        if xa:
-            shared = False
-            if xa == 2:
-                na.uses = 1
-        else:
-            if na.op != "leaf":
-                shared = na.shared or na.uses > 0
-                na.uses += 1
-            else:
-                shared = False
-            pa = na.plain and (not la or na.shape == shape)
-        if xb:
-            if xb == 2:
-                nb.uses = 1
-        else:
-            if nb.op != "leaf":
-                shared = shared or nb.shared or nb.uses > 0
-                nb.uses += 1
-            pb = nb.plain and (not lb or nb.shape == shape)
+        # graph.Node's two-operand case (disjoint leaves), inline; the node is the pending
+        # container's recipe too (the container sets its storage)
+        if not xa and na.op != "leaf":
+            shared = na.shared or na.uses > 0
+            na.uses += 1
+        if not xb and nb.op != "leaf":
+            shared = shared or nb.shared or nb.uses > 0
+            nb.uses += 1
+        node = recipe = _new(PendingNode)
+        node.op, node.operands, node.dtype, node.shape, node.uses = op, (na, nb), out, shape, 0
         node.n_ops, node.shared, node.plain = n_ops, shared, pa and pb
-        ca, cb = na.consts, nb.consts
         node.consts = ca + cb if ca and cb else ca or cb
         if la and lb:
-            node.leaves, node.stores = la + lb, na.stores + nb.stores
+            node.leaves, node.stores = la + lb, sta + stb
         else:
-            node.leaves, node.stores = (la, na.stores) if la else (lb, nb.stores)
-        structure = (op, out, None, na.sid, nb.sid, None)
+            node.leaves, node.stores = (la, sta) if la else (lb, stb)
+        structure = (op, out, None, sida, sidb, None)
         sid = SIDS.get(structure)
         node.sid = graph.structure_id(structure) if sid is None else sid
-    # fusion.pending_container, inline (the container sets recipe.storage)
-    recipe = _new(Recipe)
-    recipe.node, recipe.shape, recipe.direct = node, shape, None
     return (Vector if len(shape) == 1 else Matrix).pending(shape, out, recipe, node.stores)
 
 
@@ -298,6 +309,14 @@ def bounded(operands: list, nodes: list[Node]) -> list[Node]:
 def evaluate(*values) -> None:
     """Compute pending values now (``sk.evaluate(z)``); containers that are not pending and
     other objects are left as they are."""
+    if len(values) == 1:                     # sk.evaluate(z) of a pending value, in a loop
+        v = values[0]
+        t = type(v)
+        if t is Vector or t is Matrix:
+            pending = storage_and_layout(v)[0].pending
+            if pending is not None:
+                pending.evaluate()
+                return
     for v in values:
         if isinstance(v, Container):
             s = v.storage

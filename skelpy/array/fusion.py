@@ -37,7 +37,7 @@ from ..muscle.params import Scalar
 from ..skeletons.arguments import input_kind
 from ..skeletons.elementwise import ZipN
 from . import ops
-from .graph import Node
+from .graph import Node, operand_node
 
 #: Fused skeletons kept (least recently used go first; their programs then go too).
 MAX_CACHED_SKELETONS = 256
@@ -287,6 +287,42 @@ def check_translates(op: str, dtypes: tuple, out: np.dtype, where: str) -> None:
 # -- pending values ----------------------------------------------------------------------------
 
 
+def _evaluate(self) -> None:
+    """Compute a pending value into its storage, if that still waits for it (``evaluate``
+    of a :class:`Recipe` and of a :class:`PendingNode`: ``self``)."""
+    storage = self.storage()
+    if storage is None or storage.pending is not self:
+        return
+    if self.direct is not None:
+        out, skeleton = self.direct()
+    else:
+        node, shape = self.node, self.shape
+        # a tree whose structure ran before: straight into its kernel's repeat launcher
+        if node.plain and node.n_ops and not node.shared and node.shape == shape:
+            hit = _TREES.get((node.sid, len(shape)))         # _tree_key, inline
+            leaves = node.leaves
+        else:
+            tree = _tree_key(node, shape)
+            hit = None if tree is None else _TREES.get(tree[0])
+            leaves = None if tree is None else tree[1]
+        if hit is not None:
+            sk = hit[2]
+            if sk is not None:
+                launch = sk.repeat_launcher()
+                if launch is not None and \
+                        launch(shape, leaves, node.consts, node.stores, storage):
+                    LAST.skeleton = sk
+                    return
+        out, skeleton = compute(node, shape)
+    LAST.skeleton = skeleton
+    parts = out.storage.parts
+    if parts is not None and not out.storage.device_valid:
+        storage.filled_parts(parts)      # computed on a device group: it stays there
+        return
+    rt = _rt.current()
+    storage.filled(out.device_buffer(rt), rt)
+
+
 class Recipe:
     """What a pending container computes (its storage's ``pending``): a graph and a shape;
     ``storage`` (a weak reference to the storage it fills) is set by the storage.
@@ -299,36 +335,41 @@ class Recipe:
     def __init__(self, node: Node, shape: tuple[int, ...], direct=None):
         self.node, self.shape, self.storage, self.direct = node, shape, None, direct
 
-    def evaluate(self) -> None:
-        storage = self.storage()
-        if storage is None or storage.pending is not self:
-            return
-        if self.direct is not None:
-            out, skeleton = self.direct()
-        else:
-            node, shape = self.node, self.shape
-            # a tree whose structure ran before: straight into its kernel's repeat launcher
-            if node.plain and not node.shared and node.n_ops and node.shape == shape:
-                tree = (node.sid, len(shape)), node.leaves      # _tree_key, inline
-            else:
-                tree = _tree_key(node, shape)
-            hit = None if tree is None else _TREES.get(tree[0])
-            if hit is not None:
-                sk = hit[2]
-                if sk is not None:
-                    launch = sk.repeat_launcher()
-                    if launch is not None and \
-                            launch(shape, tree[1], node.consts, node.stores, storage):
-                        LAST.skeleton = sk
-                        return
-            out, skeleton = compute(node, shape)
-        LAST.skeleton = skeleton
-        parts = out.storage.parts
-        if parts is not None and not out.storage.device_valid:
-            storage.filled_parts(parts)      # computed on a device group: it stays there
-            return
-        rt = _rt.current()
-        storage.filled(out.device_buffer(rt), rt)
+    evaluate = _evaluate
+
+
+class PendingNode(Node):
+    """An operation built by the operators' fast path (``expression.binary``) with fewer
+    objects: it is also the recipe of the pending container it was built for (its ``node``
+    is itself, its ``shape`` the node's; it runs no deferred call), and an operand that is
+    a plain container or a constant is kept in ``operands`` as it is (the container, or
+    its NumPy scalar), its node made only when ``args`` is first read (a walk: a tree seen
+    before runs from ``sid``, ``leaves``, ``stores`` and ``consts`` alone). Every field
+    is the one ``graph.Node`` gives the same operands."""
+
+    __slots__ = ("storage", "operands")
+    direct = fn = None
+
+    @property
+    def node(self) -> Node:
+        return self
+
+    @property
+    def args(self) -> tuple:                  # noqa: D102 - Node.args, made on first use
+        ops = self.operands
+        if not (isinstance(ops[0], Node) and isinstance(ops[1], Node)):
+            ops = self.operands = tuple(x if isinstance(x, Node) else _taken(x) for x in ops)
+        return ops
+
+    evaluate = _evaluate
+
+
+def _taken(x) -> Node:
+    """The node of an operand kept as it is, taken once (a constant's ``uses`` is 1)."""
+    n = operand_node(x)
+    if n.op != "leaf":
+        n.uses = 1
+    return n
 
 
 class _Last:

@@ -208,6 +208,14 @@ def leaf(c: Container) -> Node:
     return Leaf(c)
 
 
+def operand_node(x) -> Node:
+    """A fresh node of an operand the operators' fast path keeps as it is: a container with
+    data (its own block) is a leaf, a NumPy scalar a constant of its dtype."""
+    if isinstance(x, Container):
+        return Leaf(x)
+    return Scalar("const", x, x.dtype)
+
+
 def const(value, dtype: np.dtype, literal: bool = False) -> Node:
     """A scalar: a kernel argument, or (``literal``) a constant written into the muscle, so
     that the translator can specialise it (``x ** 2`` is ``x * x``, not ``pow``)."""

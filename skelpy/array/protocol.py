@@ -10,7 +10,6 @@ the first time each one is met: never silently.
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import numpy as np
@@ -80,9 +79,25 @@ class ArrayBackend:
     """What containers call for their NumPy-like behaviour (see the module docstring)."""
 
     # -- operators ----------------------------------------------------------------------------
-    # ``a op b``: a signature seen before is built by expression.binary straight away (no
-    # frame of ours in between: this sits on every operator of a loop), others here
-    binary = staticmethod(functools.partial(expression.binary, general=_binary))
+    @staticmethod
+    def binary(op: str, a, b):
+        """``a op b`` (see :func:`expression.binary`)."""
+        return expression.binary(a, b, op, _binary)
+
+    @staticmethod
+    def operator(op: str, name: str, reflected: bool = False):
+        """The method ``name`` of containers computing ``self op other`` (or, ``reflected``,
+        ``other op self``). The forward one is :func:`expression.binary` itself, with ``op``
+        bound (no frame between Python's operator and the build: this sits on every
+        operator of a loop)."""
+        forward = expression.binary_operator(op, _binary, name)
+        if not reflected:
+            return forward
+
+        def method(self, other):
+            return forward(other, self)
+        method.__name__ = method.__qualname__ = name
+        return method
 
     def unary(self, op: str, a):
         return expression.apply(op, [a])

@@ -24,9 +24,13 @@ lazy_calls = 0
 
 def set_array_backend(backend) -> None:
     """Register the object that implements operators, ufuncs, reductions and device copies
-    of views on containers (``skelpy.array`` does, when skelpy is imported)."""
+    of views on containers (``skelpy.array`` does, when skelpy is imported). Its
+    ``operator(op, name, reflected)`` makes the binary operator methods, which are then the
+    containers' own (an operator in a loop of small expressions runs no frame of ours
+    before the backend's)."""
     global _ARRAY
     _ARRAY = backend
+    _install_binary(backend.operator)
 
 
 def array_backend():
@@ -122,16 +126,25 @@ _COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
 _UNARY = {"neg": "negative", "pos": "positive", "invert": "invert", "abs": "absolute"}
 
 
-def _binary(op: str, reflected: bool = False):
-    # the backend is read as the global itself (registered when skelpy is imported): an
-    # operator in a loop of small expressions pays no call for array_backend()
+def _binary(op: str, name: str, reflected: bool = False):
+    """An operator method handing the operation to the backend (until one is registered:
+    :func:`set_array_backend` installs the backend's own)."""
     if reflected:
         def method(self, other):
-            return _ARRAY.binary(op, other, self)
+            return array_backend().binary(op, other, self)
     else:
         def method(self, other):
-            return _ARRAY.binary(op, self, other)
+            return array_backend().binary(op, self, other)
     return method
+
+
+def _install_binary(make) -> None:
+    """Set the binary operator methods of containers to ``make(op, name, reflected)``."""
+    for name, op in _BINARY.items():
+        setattr(ArraySurface, f"__{name}__", make(op, f"__{name}__"))
+        setattr(ArraySurface, f"__r{name}__", make(op, f"__r{name}__", reflected=True))
+    for name, op in _COMPARE.items():
+        setattr(ArraySurface, f"__{name}__", make(op, f"__{name}__"))
 
 
 def _inplace(op: str):
@@ -147,11 +160,8 @@ def _unary(op: str):
     return method
 
 
+_install_binary(_binary)
 for _name, _op in _BINARY.items():
-    setattr(ArraySurface, f"__{_name}__", _binary(_op))
-    setattr(ArraySurface, f"__r{_name}__", _binary(_op, reflected=True))
     setattr(ArraySurface, f"__i{_name}__", _inplace(_op))
-for _name, _op in _COMPARE.items():
-    setattr(ArraySurface, f"__{_name}__", _binary(_op))
 for _name, _op in _UNARY.items():
     setattr(ArraySurface, f"__{_name}__", _unary(_op))
