@@ -139,16 +139,20 @@ _new = object.__new__
 _LAST_CONST: tuple = (None, None, ())
 
 
-def binary_operator(op: str, general, name: str):
-    """:func:`binary` with ``op`` and ``general`` bound, as a container's operator method
-    (``self op other``): a copy of the function whose defaults are them, so that an
-    operator runs it with no frame in between (it sits on every operator of a loop)."""
-    fn = types.FunctionType(binary.__code__, binary.__globals__, name, (op, general))
-    fn.__qualname__, fn.__doc__ = name, f"``self {op} other`` (see expression.binary)."
+def binary_operator(op: str, general, name: str, reflected: bool = False):
+    """:func:`binary` with ``op``, ``general`` and ``reflected`` bound, as a container's
+    operator method (``self op other``, or ``other op self``): a copy of the function
+    whose defaults are them, so that an operator runs it with no frame in between (it sits
+    on every operator of a loop)."""
+    fn = types.FunctionType(binary.__code__, binary.__globals__, name,
+                            (op, general, reflected))
+    fn.__qualname__ = name
+    fn.__doc__ = f"``{'other' if reflected else 'self'} {op} " \
+                 f"{'self' if reflected else 'other'}`` (see expression.binary)."
     return fn
 
 
-def binary(a, b, op: str = "add", general=None):
+def binary(a, b, op: str = "add", general=None, reflected: bool = False):
     """``a op b`` (an operator on containers): when the operands' signature was built before
     (the common case, in a loop; the stored signature also says the operands are of kinds
     :func:`apply` takes), the same node and pending container as :func:`apply` builds, with
@@ -158,13 +162,16 @@ def binary(a, b, op: str = "add", general=None):
     reader of its leaves' storages in one call. A container's own block (``layout`` None)
     has its storage's shape and dtype. Anything else (a first signature, other operand
     types, ``power``'s literal exponents, operands that read a common leaf, a graph at the
-    limits) takes the general ways (``general(op, a, b)``, ``graph.Node``).
+    limits) takes the general ways (``general(op, a, b)``, ``graph.Node``). ``reflected``:
+    the operands come as ``(b, a)`` (a reflected operator method, ``__radd__``).
 
     A float constant's NumPy scalar is kept from the latest call (``_LAST_CONST``: the same
     float object in the same dtype is the same value, ``-0.0`` and NaN included), as a
     loop's ``a * x`` passes one float again and again (an immutable tuple: shared by the
     constants' nodes as their ``args`` and ``consts``)."""
     global _LAST_CONST
+    if reflected:                             # a reflected operator: self is b
+        a, b = b, a
     ta, tb = type(a), type(b)
     if ta is Vector or ta is Matrix:
         sa, la = storage_and_layout(a)

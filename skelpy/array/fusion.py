@@ -296,7 +296,8 @@ def _evaluate(self) -> None:
     if self.direct is not None:
         out, skeleton = self.direct()
     else:
-        node, shape = self.node, self.shape
+        node = self if type(self) is PendingNode else self.node
+        shape = self.shape
         # a tree whose structure ran before: straight into its kernel's repeat launcher
         if node.plain and node.n_ops and not node.shared and node.shape == shape:
             hit = _TREES.get((node.sid, len(shape)))         # _tree_key, inline

@@ -87,17 +87,9 @@ class ArrayBackend:
     @staticmethod
     def operator(op: str, name: str, reflected: bool = False):
         """The method ``name`` of containers computing ``self op other`` (or, ``reflected``,
-        ``other op self``). The forward one is :func:`expression.binary` itself, with ``op``
-        bound (no frame between Python's operator and the build: this sits on every
-        operator of a loop)."""
-        forward = expression.binary_operator(op, _binary, name)
-        if not reflected:
-            return forward
-
-        def method(self, other):
-            return forward(other, self)
-        method.__name__ = method.__qualname__ = name
-        return method
+        ``other op self``): :func:`expression.binary` itself, with ``op`` bound (no frame
+        between Python's operator and the build: this sits on every operator of a loop)."""
+        return expression.binary_operator(op, _binary, name, reflected)
 
     def unary(self, op: str, a):
         return expression.apply(op, [a])
