@@ -181,6 +181,7 @@ def _same_node(fast, general):
     objects, constants bitwise equal and of one type."""
     for name in _NODE_FIELDS:
         assert getattr(fast, name) == getattr(general, name), name
+    assert fast.args is fast.args          # nodes made on first use are kept: one graph
     assert len(fast.args) == len(general.args)
     for fa, ga in zip(fast.args, general.args, strict=True):
         for name in _NODE_FIELDS:
@@ -302,3 +303,40 @@ def test_a_computed_pending_value_is_written_and_read_as_any_container(rng):
     np.testing.assert_array_equal(z.to_numpy(), want)
     np.testing.assert_array_equal(v.to_numpy(), base + np.float32(1) - np.float32(1))
     np.testing.assert_array_equal(c.to_numpy(), want_c)
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+def test_float_constants_keep_their_value_sign_and_dtype(rng):
+    """The operators keep the latest float constant's NumPy scalar: equal floats that are
+    other objects (0.0 and -0.0), NaN, and one float object in float32 then float64 each
+    give NumPy's result bit for bit."""
+    a = np.array([1.0, -2.0, 3.0, 0.1], np.float32)
+    x32, x64 = sk.Vector(a), sk.Vector(a.astype(np.float64))
+    zero, minus_zero, third, nan = float("0.0"), float("-0.0"), float("0.1"), float("nan")
+    for _ in range(2):
+        for c in (zero, minus_zero, zero, third, nan):
+            for x, h in ((x32, a), (x64, a.astype(np.float64)), (x32, a)):
+                want = c * h                     # a signed zero shows
+                got = (c * x).to_numpy()
+                assert got.dtype == want.dtype and _bits(got) == _bits(want), (c, h.dtype)
+
+
+def test_reflected_operators_on_the_repeat_path(rng):
+    """``2.0 - x`` and the other reflected operators (a float first) equal NumPy's, also
+    once their signature is known (the second round)."""
+    a = rng.uniform(0.5, 4.0, 13).astype(np.float32)
+    x = sk.Vector(a)
+    two = np.float32(2.0)
+    cases = [(lambda v: 2.0 - v, lambda h: two - h), (lambda v: 2.0 / v, lambda h: two / h),
+             (lambda v: 2.0 // v, lambda h: two // h), (lambda v: 2.0 % v, lambda h: two % h),
+             (lambda v: 2.0 < v, lambda h: two < h),            # noqa: SIM300 - v.__gt__
+             (lambda v: 2.0 >= v, lambda h: two >= h)]          # noqa: SIM300
+    for _ in range(2):
+        for mine, numpy_s in cases:
+            want = numpy_s(a)
+            got = mine(x).to_numpy()
+            assert got.dtype == want.dtype
+            assert _bits(got) == _bits(want)

@@ -155,20 +155,22 @@ def binary_operator(op: str, general, name: str, reflected: bool = False):
 def binary(a, b, op: str = "add", general=None, reflected: bool = False):
     """``a op b`` (an operator on containers): when the operands' signature was built before
     (the common case, in a loop; the stored signature also says the operands are of kinds
-    :func:`apply` takes), the same node and pending container as :func:`apply` builds, with
-    everything inline: a plain container's leaf, a float's constant and the operation's
-    node are filled in field by field (the fields ``graph.Node`` computes, from what this
-    path knows of fresh leaves and constants), and the pending container registers as a
-    reader of its leaves' storages in one call. A container's own block (``layout`` None)
-    has its storage's shape and dtype. Anything else (a first signature, other operand
+    :func:`apply` takes), the same graph and pending container as :func:`apply` builds,
+    with fewer objects and everything inline: the operation is a ``fusion.PendingNode``
+    (also the container's recipe) whose fields (those ``graph.Node`` computes) are filled
+    in one by one; a plain container or a float operand is kept as it is, with what the
+    node takes from its leaf or constant (its node is made only if a walk reads ``args``);
+    the pending container registers as a reader of its leaves' storages in one call. A
+    container's own block (``layout`` None) has its storage's shape and dtype. Anything
+    else (a first signature, other operand
     types, ``power``'s literal exponents, operands that read a common leaf, a graph at the
     limits) takes the general ways (``general(op, a, b)``, ``graph.Node``). ``reflected``:
     the operands come as ``(b, a)`` (a reflected operator method, ``__radd__``).
 
     A float constant's NumPy scalar is kept from the latest call (``_LAST_CONST``: the same
     float object in the same dtype is the same value, ``-0.0`` and NaN included), as a
-    loop's ``a * x`` passes one float again and again (an immutable tuple: shared by the
-    constants' nodes as their ``args`` and ``consts``)."""
+    loop's ``a * x`` passes one float again and again (in an immutable tuple: shared as
+    the ``consts`` of the nodes that take it)."""
     global _LAST_CONST
     if reflected:                             # a reflected operator: self is b
         a, b = b, a

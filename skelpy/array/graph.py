@@ -148,7 +148,8 @@ def structure_id(structure: tuple) -> int:
 
 
 class Leaf(Node):
-    """A leaf (a container with data): built for every operand, so its constant fields are
+    """A leaf (a container with data): built for every operand (the operators' fast path
+    makes it only when a walk asks: ``fusion.PendingNode``), so its constant fields are
     the class's and only the others are set (``dtype``, ``shape`` and ``storage`` of a
     container's own block, no view, may be passed by a caller that has them). Its ``sid``
     names its dtype."""
