@@ -340,3 +340,18 @@ def test_reflected_operators_on_the_repeat_path(rng):
             got = mine(x).to_numpy()
             assert got.dtype == want.dtype
             assert _bits(got) == _bits(want)
+
+
+def test_a_container_subclass_is_a_container_on_the_repeat_path(rng):
+    """A subclass of Vector has the signature of a Vector of its dtype and shape: once that
+    signature is known, it is still read as a container (not taken for a scalar)."""
+
+    class Mine(sk.Vector):
+        __slots__ = ()
+
+    a, b = (rng.standard_normal(6).astype(np.float32) for _ in range(2))
+    x, m = sk.Vector(a), Mine(b)
+    for _ in range(2):
+        np.testing.assert_array_equal((x + x).to_numpy(), a + a)
+        np.testing.assert_array_equal((x + m).to_numpy(), a + b)
+        np.testing.assert_array_equal((m + x).to_numpy(), b + a)

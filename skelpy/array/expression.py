@@ -162,10 +162,10 @@ def binary(a, b, op: str = "add", general=None, reflected: bool = False):
     node takes from its leaf or constant (its node is made only if a walk reads ``args``);
     the pending container registers as a reader of its leaves' storages in one call. A
     container's own block (``layout`` None) has its storage's shape and dtype. Anything
-    else (a first signature, other operand
-    types, ``power``'s literal exponents, operands that read a common leaf, a graph at the
-    limits) takes the general ways (``general(op, a, b)``, ``graph.Node``). ``reflected``:
-    the operands come as ``(b, a)`` (a reflected operator method, ``__radd__``).
+    else (a first signature, other operand types, ``power``'s literal exponents, operands
+    that read a common leaf, a graph at the limits) takes the general ways
+    (``general(op, a, b)``, ``graph.Node``). ``reflected``: the operands come as
+    ``(b, a)`` (a reflected operator method, ``__radd__``).
 
     A float constant's NumPy scalar is kept from the latest call (``_LAST_CONST``: the same
     float object in the same dtype is the same value, ``-0.0`` and NaN included), as a
@@ -213,8 +213,8 @@ def binary(a, b, op: str = "add", general=None, reflected: bool = False):
         ca = c[2]
         na, xa, la, sta, pa = ca[0], 2, (), (), True
         sida = CONST_SIDS.get(da) or graph.const_sid(da)
-    else:
-        na, xa = graph.const(a, da), 0
+    else:                                         # (a container of a subclass: its node)
+        na, xa = node_of(a) if isinstance(a, Container) else graph.const(a, da), 0
     if tb is Vector or tb is Matrix:
         if lb is not None:
             nb, xb = Leaf(b), 0
@@ -236,7 +236,7 @@ def binary(a, b, op: str = "add", general=None, reflected: bool = False):
         nb, xb, lb, stb, pb = cb[0], 2, (), (), True
         sidb = CONST_SIDS.get(db) or graph.const_sid(db)
     else:
-        nb, xb = graph.const(b, db), 0
+        nb, xb = node_of(b) if isinstance(b, Container) else graph.const(b, db), 0
     shared, n_ops = False, 1
     if not xa:
         la, sta, ca, sida = na.leaves, na.stores, na.consts, na.sid

@@ -356,7 +356,8 @@ class PendingNode(Node):
         return self
 
     @property
-    def args(self) -> tuple:                  # noqa: D102 - Node.args, made on first use
+    def args(self) -> tuple:
+        """``Node.args``: the operands' nodes, made on first use and kept."""
         ops = self.operands
         if not (isinstance(ops[0], Node) and isinstance(ops[1], Node)):
             ops = self.operands = tuple(x if isinstance(x, Node) else _taken(x) for x in ops)
