@@ -21,7 +21,12 @@ GAME_OF_LIFE = {**REACH1, "reads": 9.0, "reads_dyn": 9.0, "loops": 0.0, "branche
 NMS = {**REACH1, "reads": 13.0, "reads_dyn": 13.0, "loops": 0.0, "branches": 4.0}
 HYSTERESIS = {**REACH1, "reads": 2.0, "reads_dyn": 10.0, "loops": 2.0, "branches": 3.0}
 LOG5 = {**REACH2, "reads": 13.0, "reads_dyn": 13.0, "loops": 0.0, "branches": 0.0}
-GAUSS5 = {**REACH2, "reads": 2.0, "reads_dyn": 26.0, "loops": 2.0, "branches": 0.0}
+GAUSS5 = {**REACH2, "reads": 2.0, "reads_dyn": 26.0, "loops": 2.0, "branches": 0.0,
+          "ops_mul": 2.0}
+BOX5 = {**REACH2, "reads": 1.0, "reads_dyn": 25.0, "loops": 2.0, "branches": 0.0,
+        "ops_mul": 0.0}
+GAUSS9 = {"north": 4.0, "south": 4.0, "west": 4.0, "east": 4.0, "reads": 2.0,
+          "reads_dyn": 82.0, "loops": 2.0, "branches": 0.0, "ops_mul": 2.0}
 GAUSS11 = {**REACH5, "reads": 2.0, "reads_dyn": 122.0, "loops": 2.0, "branches": 0.0}
 SPARSE_FAR = {"north": 1.0, "south": 10.0, "west": 30.0, "east": 30.0, "reads": 40.0,
               "reads_dyn": 40.0, "loops": 0.0, "branches": 0.0}
@@ -64,9 +69,23 @@ def test_branchy_reads_count_by_the_cells_they_can_reach():
 
 
 def test_heavy_stencils_take_two_rows_per_work_item():
-    assert cpu_defaults.stencil_point(cpu(), GAUSS5) == point(4, 16, cr=2)
+    assert cpu_defaults.stencil_point(cpu(), BOX5) == point(4, 16, cr=2)
     assert cpu_defaults.stencil_point(cpu(), GAUSS11) == point(4, 32)   # 12 x 11 window
-    assert cpu_defaults.stencil_point(cpu(8.0), GAUSS5) == point(4, 8, cr=2)
+    assert cpu_defaults.stencil_point(cpu(8.0), BOX5) == point(4, 8, cr=2)
+
+
+def test_heavy_stencils_that_multiply_their_reads_take_the_vector_path():
+    vector = {"wg_r": 1, "wg_c": 32, "cr": 4, "cc": 1, "local": 0, "vec": 2}
+    assert cpu_defaults.stencil_point(cpu(), GAUSS5) == vector         # 8 x 6 window
+    assert cpu_defaults.stencil_point(cpu(8.0), GAUSS5) == dict(vector, wg_c=16)
+    reach3 = {**GAUSS5, "north": 3.0, "south": 3.0, "west": 3.0, "east": 3.0,
+              "reads_dyn": 50.0}
+    assert cpu_defaults.stencil_point(cpu(), reach3) == vector         # 10 x 8 = 80
+    # a 9x9 one: neither 12 x 10 nor 10 x 12 fits the window, the scalar heavy point
+    assert cpu_defaults.weighted_vector_point(16, GAUSS9) is None
+    assert cpu_defaults.stencil_point(cpu(), GAUSS9) == point(4, 16, cr=2)
+    for feats in (HEAT, LOG5, BOX5, GAUSS11):                          # light or no multiplies
+        assert cpu_defaults.stencil_point(cpu(), feats)["vec"] == 1
 
 
 def test_divergent_loops_take_one_row_groups():
@@ -80,7 +99,7 @@ def test_the_stencil_default_delegates_cpus_and_keeps_the_gpu_points():
     gpu = SimpleNamespace(kind="gpu", features={"dev_is_gpu": 1.0, "dev_pref_vec_float": 1.0})
     light = {"wg_r": 4, "wg_c": 64, "cr": 2, "cc": 1, "local": 0, "vec": 2}
     heavy = {"wg_r": 8, "wg_c": 32, "cr": 2, "cc": 1, "local": 1, "vec": 1}
-    for feats in (HEAT, GAME_OF_LIFE, NMS, HYSTERESIS, LOG5, GAUSS5, SPARSE_FAR):
+    for feats in (HEAT, GAME_OF_LIFE, NMS, HYSTERESIS, LOG5, GAUSS5, BOX5, SPARSE_FAR):
         assert stencil_plan.default_point(gpu, feats) == light
         assert stencil_plan.default_point(cpu(), feats) == \
             cpu_defaults.stencil_point(cpu(), feats)

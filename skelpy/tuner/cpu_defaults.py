@@ -64,7 +64,8 @@ def stencil_point(device: Any, features: Mapping[str, float]) -> dict:
     neighbourhood: a 5x5 Gaussian reads 25): 4 rows of one SIMD width, 2 rows per work-item,
     whose reads overlap (1.0-1.3x over the light point), while the two rows' neighbourhoods
     span at most :data:`WINDOW_LIMIT` cells (an 11x11 Gaussian's 132 do not: twice its 121
-    unrolled taps ran 1.03-1.2x slower than the light point). Divergent loops: one row of two
+    unrolled taps ran 1.03-1.2x slower than the light point); those that multiply their reads
+    take the vector path (:func:`weighted_vector_point`). Divergent loops: one row of two
     SIMD widths (:func:`divergent_loop`)."""
     lanes = simd_lanes(device)
     area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
@@ -75,10 +76,41 @@ def stencil_point(device: Any, features: Mapping[str, float]) -> dict:
     window = ((features.get("north", 0.0) + features.get("south", 0.0) + 2)
               * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
     if reads > HEAVY_READS and reads >= 0.25 * area and window <= WINDOW_LIMIT:
+        if features.get("ops_mul", 0.0) > 0:
+            vector = weighted_vector_point(lanes, features)
+            if vector is not None:
+                return vector
         return {"wg_r": 4, "wg_c": lanes, "cr": 2, "cc": 1, "local": 0, "vec": 1}
     cols = LIGHT_WIDTHS * lanes
     return {"wg_r": max(1, LIGHT_ITEMS // cols), "wg_c": cols, "cr": 1, "cc": 1,
             "local": 0, "vec": 1}
+
+
+# Weighted heavy stencils on the vector path: (rows per work-item, columns) tried in order.
+WEIGHTED_VECTOR_POINTS = ((4, 2), (2, 4))
+
+
+def weighted_vector_point(lanes: int, features: Mapping[str, float]) -> dict | None:
+    """A heavy stencil that multiplies its reads (a 5x5 Gaussian or weighted box: 25
+    weighted taps) on the vector path: one-row groups of two SIMD widths, each work-item 4
+    rows by 2 columns (or 2 by 4) from a register window, where the window fits
+    :data:`WINDOW_LIMIT` cells; None where none fits (the scalar heavy point then).
+
+    Why: PoCL's SLP vectorizer runs before the work-item loops exist and packs a row's
+    adjacent weighted taps into ``<4 x float>`` multiplies; the work-item loop then holds
+    vector instructions and is not vectorized at all ("instruction return type cannot be
+    vectorized"): 132 scalar adds per cell in the kernel's code. On the vector path the
+    cells of a work-item are the isomorphic lanes SLP packs instead. Interleaved, minimum of
+    7 (PoCL 3.1, AVX-512, 2026-11-23): 5x5 Gaussian 2.1-2.6x faster than the scalar heavy
+    point at 512^2-2048^2 (nearest, reflect, constant), 25 taps of one weight 2.1x; a plain
+    25-read sum (no multiplies: its work-item loop vectorizes) 2.1x slower there, and light
+    stencils (heat, 3x3 Gaussian, 5x5 LoG) 1.9-2x slower, so neither takes it."""
+    for cr, vec in WEIGHTED_VECTOR_POINTS:
+        window = ((features.get("north", 0.0) + features.get("south", 0.0) + cr)
+                  * (features.get("west", 0.0) + features.get("east", 0.0) + vec))
+        if window <= WINDOW_LIMIT:
+            return {"wg_r": 1, "wg_c": 2 * lanes, "cr": cr, "cc": 1, "local": 0, "vec": vec}
+    return None
 
 
 # Math functions that reach a CPU as calls into the OpenCL C library (sin, exp, pow, ...),
