@@ -35,14 +35,20 @@ def simd_lanes(device: Any) -> int:
     return max(4, min(64, lanes))
 
 
+def span(features: Mapping[str, float], rows: int = 1, cols: int = 1) -> float:
+    """Cells that the neighbourhoods of a block of ``rows`` x ``cols`` cells cover (the
+    stencil's reach from its features): 1 x 1 is the neighbourhood's area, 2 x 1 the window
+    of two rows per work-item, cr x vec the vector path's register window."""
+    return ((features.get("north", 0.0) + features.get("south", 0.0) + rows)
+            * (features.get("west", 0.0) + features.get("east", 0.0) + cols))
+
+
 def distinct_reads(features: Mapping[str, float]) -> float:
     """Neighbours a cell reads, at most the neighbourhood's area: a muscle that reads
     different neighbours in different branches (Canny's non-maximum suppression: 13 reads of
     a 3x3 neighbourhood) is counted by the cells it can reach, not by its read sites."""
     reads = float(features.get("reads_dyn", features.get("reads", 0.0)))
-    area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
-            * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
-    return min(reads, area)
+    return min(reads, span(features))
 
 
 def divergent_loop(features: Mapping[str, float]) -> bool:
@@ -68,14 +74,11 @@ def stencil_point(device: Any, features: Mapping[str, float]) -> dict:
     take the vector path (:func:`weighted_vector_point`). Divergent loops: one row of two
     SIMD widths (:func:`divergent_loop`)."""
     lanes = simd_lanes(device)
-    area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
-            * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
     reads = distinct_reads(features)
     if divergent_loop(features):
         return {"wg_r": 1, "wg_c": 2 * lanes, "cr": 1, "cc": 1, "local": 0, "vec": 1}
-    window = ((features.get("north", 0.0) + features.get("south", 0.0) + 2)
-              * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
-    if reads > HEAVY_READS and reads >= 0.25 * area and window <= WINDOW_LIMIT:
+    if reads > HEAVY_READS and reads >= 0.25 * span(features) \
+            and span(features, rows=2) <= WINDOW_LIMIT:
         if features.get("ops_mul", 0.0) > 0:
             vector = weighted_vector_point(lanes, features)
             if vector is not None:
@@ -106,9 +109,7 @@ def weighted_vector_point(lanes: int, features: Mapping[str, float]) -> dict | N
     25-read sum (no multiplies: its work-item loop vectorizes) 2.1x slower there, and light
     stencils (heat, 3x3 Gaussian, 5x5 LoG) 1.9-2x slower, so neither takes it."""
     for cr, vec in WEIGHTED_VECTOR_POINTS:
-        window = ((features.get("north", 0.0) + features.get("south", 0.0) + cr)
-                  * (features.get("west", 0.0) + features.get("east", 0.0) + vec))
-        if window <= WINDOW_LIMIT:
+        if span(features, rows=cr, cols=vec) <= WINDOW_LIMIT:
             return {"wg_r": 1, "wg_c": 2 * lanes, "cr": cr, "cc": 1, "local": 0, "vec": vec}
     return None
 

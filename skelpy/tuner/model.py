@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -296,16 +297,11 @@ def risky_points(data: Sequence[ScenarioData]) -> set[str]:
     limit, seen = CLIFF_BY_KIND.get(kind, math.inf), SEEN_BY_KIND.get(kind, 0)
     if not math.isfinite(limit) and seen <= 1:
         return set()
-    out: set[str] = set()
-    count: dict[str, int] = {}
+    count = Counter(k for sd in data for k in sd.times)
+    out = {k for k, n in count.items() if n < seen}
     for sd in data:
-        for k in sd.times:
-            count[k] = count.get(k, 0) + 1
-        if len(sd.times) < 2:
-            continue
-        bar = min(sd.times.values()) * limit
+        bar = min(sd.times.values(), default=0.0) * limit
         out.update(k for k, t in sd.times.items() if t > bar)
-    out.update(k for k, n in count.items() if n < seen)
     return out
 
 

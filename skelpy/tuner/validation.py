@@ -40,6 +40,13 @@ MARGIN = math.log(1.01)
 # validated at 1.013x of the default on PoCL then ran Game of Life at 0.37-0.43 of the oracle
 # where the default reached 0.98-1.0 (2026-11-23); it must beat the default beyond that noise
 MARGIN_BY_KIND = {"gpu": MARGIN, "cpu": math.log(1.05)}
+
+
+def margin(kind: str) -> float:
+    """The gain (a log) a model must show over the default to leave it on this kind of
+    device (:data:`MARGIN_BY_KIND`; :data:`MARGIN` for others)."""
+    return MARGIN_BY_KIND.get(kind, MARGIN)
+
 MIN_EVIDENCE = 4          # validation scenarios needed before the device's data decides
 # on a CPU (noisy timings on shared cores) as many as make the device's data count alone
 # (zero_shot.LOCAL_TAKES_OVER): after `skelpy tune`'s default 8 minutes on PoCL a Map model
@@ -136,10 +143,10 @@ def validate(local: Sequence[ScenarioData], train: Sequence[ScenarioData],
             v.scores[f"{k}_losses"] = math.exp(-losses(g))
             mean[k] = -math.inf
     s_ship = mean.get("shipped", -math.inf)
-    margin = MARGIN_BY_KIND.get(kind, MARGIN)
-    if mean["local"] >= margin and mean["local"] >= s_ship:
+    bar = margin(kind)
+    if mean["local"] >= bar and mean["local"] >= s_ship:
         v.use = "local"
-    elif s_ship >= margin:
+    elif s_ship >= bar:
         v.use = "shipped"
     else:
         v.use = "default"

@@ -202,7 +202,7 @@ def across_devices(data: Sequence[ScenarioData], *, depth: int = DEPTH) -> float
     """Leave-one-device-out within ``data`` (one signature, one kind of device): the mean
     log speedup over the default of the picks, per held-out device, of a model fitted on the
     other devices. None with fewer than two devices (nothing to check against). The shipped
-    model keeps the default for a kind where this is below ``validation.MARGIN`` (the two
+    model keeps the default for a kind where this is below ``validation.margin`` (the two
     PoCL CPUs: each one's picks from the other's data lose to the default), so a new device
     is never started from a model that did not carry from one device of its kind to another."""
     devices = sorted({sd.device for sd in data})
@@ -243,11 +243,10 @@ def build(sets: Sequence[training_data.DeviceData], *, trees: int = TREES, depth
     for key, g in groups.items():
         score = across_devices(by[key], depth=depth)
         if score is not None:
-            margin = validation.MARGIN_BY_KIND.get(device_kind(by[key][0].features),
-                                                   validation.MARGIN)
-            g.validation = {"use": "shipped" if score >= margin else "default",
+            bar = validation.margin(device_kind(by[key][0].features))
+            g.validation = {"use": "shipped" if score >= bar else "default",
                             "scenarios": len(by[key]), "scores": {"devices": math.exp(score)}}
-            g.keeps_default = score < margin
+            g.keeps_default = score < bar
     for g in groups.values():
         g.origin = "shipped"
     return compact(DeviceModel(device, 0, groups, time.time()), "speedup")
