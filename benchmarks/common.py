@@ -43,6 +43,22 @@ def time_events(run: Callable[[], object], *, reps: int = 10, warmup: int = 2,
     return min(times) if reduce == "min" else statistics.median(times)
 
 
+def time_events_interleaved(runs: Sequence[Callable[[], object]], *, reps: int = 10,
+                            warmup: int = 2) -> list[float]:
+    """Device seconds of each of ``runs`` (as :func:`time_events`), measured in alternating
+    rounds: a change of the machine's state during the measurement (a CPU device's first
+    touches of fresh pages, other jobs' load) falls on every run alike, so their ratio holds
+    where back-to-back blocks of repeats give one of them the slow start."""
+    for _ in range(warmup):
+        for run in runs:
+            event_seconds(run())
+    best = [float("inf")] * len(runs)
+    for _ in range(max(1, reps)):
+        for i, run in enumerate(runs):
+            best[i] = min(best[i], event_seconds(run()))
+    return best
+
+
 def time_wall(run: Callable[[], object], *, reps: int = 5, warmup: int = 1) -> float:
     """Best wall-clock seconds of ``run()`` (for NumPy and end-to-end timings)."""
     for _ in range(warmup):
