@@ -322,6 +322,8 @@ def _evaluate(self) -> None:
         return
     rt = _rt.current()
     storage.filled(out.device_buffer(rt), rt)
+    if out.storage.distribution is not None:   # an empty result on a device group: its name
+        storage.distribution = out.storage.distribution
 
 
 class Recipe:

@@ -118,8 +118,13 @@ class Container(ArraySurface):
         if other._layout is not None:           # a view: its elements, in a block of their own
             s = other._storage
             s.resolve()
-            if s.host is None:
-                rt = s.runtime
+            rt = s.runtime
+            # copied on its device by a kernel of the runtime in use (array_backend().gather):
+            # only where that is the device it is on (on a device group that kernel would
+            # spread the view again, without end); otherwise through the host
+            here = _rt.fixed()
+            if s.host is None and rt is not None and rt.group is None \
+                    and (here is None or here is rt):
                 self._shape, self._dtype, self._layout = other._shape, other._dtype, None
                 self._storage = Storage(None, other.device_buffer(rt), rt, other._shape,
                                         other._dtype, True, False, False)
@@ -374,8 +379,15 @@ class Container(ArraySurface):
         """How the data is spread over a device group (``"single"``, ``"block"``, ``"copy"``
         or ``sk.Overlap(h)``); None until one is asked for or a skeleton on a group picks
         one. It compares equal to its name: ``v.distribution == "block"``. A view has none
-        of its own (None): a skeleton on a group spreads a copy of its elements."""
-        return self._storage.distribution if self._layout is None else None
+        of its own (None): a skeleton on a group spreads a copy of its elements. A pending
+        value (an array expression) is computed first: then it has the one it is computed
+        into."""
+        if self._layout is not None:
+            return None
+        s = self._storage
+        if s.pending is not None:
+            s.pending.evaluate()
+        return s.distribution
 
     def redistribute(self, distribution: str | Distribution):
         """Change the distribution (on the device side where possible when a device group

@@ -313,9 +313,18 @@ class Storage:
                        self.distribution)
 
     # -- parts of the device copy -----------------------------------------------------------
+    def _host_is_newest(self) -> bool:
+        """Resolve; whether the host copy is (now) the newest: a pending value computed into
+        a device group's parts is gathered here, as the parts have no single device copy."""
+        self.resolve()
+        if self.host is None and not self.device_valid and self.parts is not None:
+            self.sync_host()
+        return self.host is not None
+
     def read_part(self, sel: Selection):
         """The selection read from the device copy (only its elements move)."""
-        self.resolve()
+        if self._host_is_newest():
+            return self.read_host(_basic_key(sel))
         if sel.empty:
             out = np.empty(sel.shape, self.dtype)
         else:
@@ -329,7 +338,9 @@ class Storage:
 
     def write_part(self, sel: Selection, value, owner) -> None:
         """Write ``value`` into the selection, straight into the device copy."""
-        self.resolve()
+        if self._host_is_newest():
+            self.write_host(_basic_key(sel), value, owner)
+            return
         if self.readers:
             self.before_write()
         if sel.empty:
@@ -410,6 +421,21 @@ class _Transfer:
         (_, planes), (rows, row) = axes            # pitches in elements
         first_row = self.offset // item % planes // row
         return planes % row == 0 and first_row + rows <= planes // row
+
+
+def _basic_key(sel: Selection) -> tuple:
+    """The ints and slices that select ``sel`` from a host array."""
+    key = []
+    for first, count, step, rev, dropped in zip(sel.first, sel.count, sel.step, sel.reverse,
+                                                sel.dropped, strict=True):
+        last = first + max(count - 1, 0) * step
+        if dropped:
+            key.append(first)
+        elif rev:
+            key.append(slice(last, first - 1 if first else None, -step))
+        else:
+            key.append(slice(first, last + 1 if count else first, step))
+    return tuple(key)
 
 
 def assign(target: np.ndarray, key, value, owner) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .. import runtime as _rt
 from ..containers import Matrix
 from ..containers.distributions import BLOCK, COPY
-from .common import collective, copied_extras, group_launch, here
+from .common import collective, copied_extras, group_launch, here, named
 from .parts import Part, Parts, distributed
 
 __all__ = ["run"]
@@ -20,7 +20,7 @@ def run(skel, a, b, extras, params):
     group = _rt.current().group
     n, m = a.shape[0], b.shape[0]
     if n == 0 or m == 0:
-        return skel.run_on(_rt.current(), a, b, *extras, params=params)
+        return named(skel.run_on(_rt.current(), a, b, *extras, params=params), BLOCK)
     with skel._naming_errors():
         a_parts = distributed(a, group, BLOCK)
         b_parts = distributed(b, group, COPY)

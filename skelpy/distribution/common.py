@@ -13,17 +13,57 @@ from .exchange import exchange_of
 from .parts import Part, Parts, distributed
 
 __all__ = ["group_launch", "block_inputs", "copied_extras", "input_view", "collective",
-           "here"]
+           "here", "named"]
 
 
 def collective(run):
     """A skeleton's run on a group as one call of the group's exchange (``Exchange.call``:
-    under MPI a failure on one rank raises on all)."""
+    under MPI a failure on one rank raises on all). A call that fails leaves its inputs'
+    distributions as they were (nothing the user passed is modified by a failed call)."""
     @functools.wraps(run)
     def wrapped(*args, **kwargs):
-        with exchange_of(_rt.current().group).call():
-            return run(*args, **kwargs)
+        kept = _distributions((args, kwargs.values()))
+        try:
+            with exchange_of(_rt.current().group).call():
+                return run(*args, **kwargs)
+        except BaseException:
+            _restore(kept)
+            raise
     return wrapped
+
+
+def _distributions(values, depth: int = 0) -> list[tuple]:
+    """(storage, parts, distribution) of each container among ``values`` (nested lists,
+    tuples and the like, as the runs' ``extras``)."""
+    out: list[tuple] = []
+    for v in values:
+        if isinstance(v, Container):
+            s = v.storage
+            if s.pending is None:
+                out.append((s, s.parts, s.distribution))
+        elif depth < 3 and isinstance(v, (list, tuple, type({}.values()))):
+            out += _distributions(v, depth + 1)
+    return out
+
+
+def _restore(kept: list[tuple]) -> None:
+    """Put back the distributions a failed call changed. A redistribution copies: the old
+    parts (kept alive here) still hold the data, or, where there were none, the host or
+    single-device copy the new parts were uploaded from is still valid."""
+    for s, parts, dist in kept:
+        if s.parts is parts:
+            continue
+        if parts is not None or s.host is not None or s.device_valid:
+            s.parts, s.distribution = parts, dist
+
+
+def named(result, dist):
+    """A result made whole on one device (an empty one, or one from an empty input) named
+    with the distribution the call gives its results (``v.distribution`` says what the
+    call's results have, whatever their size); it is spread that way when next used."""
+    if isinstance(result, Container):
+        result.storage.distribution = dist
+    return result
 
 
 def here(part: Part) -> bool:

@@ -13,7 +13,7 @@ import math
 from .. import runtime as _rt
 from ..containers import Matrix, Vector
 from ..containers.distributions import BLOCK
-from .common import block_inputs, collective, copied_extras, group_launch, input_view
+from .common import block_inputs, collective, copied_extras, group_launch, input_view, named
 from .parts import Part, Parts
 
 __all__ = ["run"]
@@ -29,7 +29,7 @@ def run(skel, args, params, out_dtype):
         extra_args = copied_extras(group, extras)
     n = math.prod(shape)
     if n == 0:              # nothing to spread: the first device makes the empty result
-        return skel.run_on(_rt.current(), list(args), params, out_dtype)
+        return named(skel.run_on(_rt.current(), list(args), params, out_dtype), BLOCK)
     out_shape = shape if len(shape) in (1, 2) else (n,)
     ranges = BLOCK.ranges(out_shape[0], group.size)
     parts, launches, odt = [], [], None

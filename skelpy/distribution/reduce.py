@@ -19,7 +19,7 @@ from .. import runtime as _rt
 from ..containers import Vector
 from ..containers.distributions import BLOCK, SINGLE
 from ..dtypes import storage_dtype
-from .common import block_inputs, collective, copied_extras, group_launch, input_view
+from .common import block_inputs, collective, copied_extras, group_launch, input_view, named
 from .exchange import Move, Span, exchange_of
 from .parts import Part, Parts
 
@@ -47,7 +47,7 @@ def run(skel, inputs, extras, params):
     holders = [r for r, (lo, hi) in enumerate(ranges) if hi > lo]
     if not holders:                          # an empty input: as on one device
         res = skel.reduce_on(_rt.current(), inputs, extras, params)
-        return res if axis is not None else res[0]
+        return named(res, BLOCK if axis == 1 else SINGLE) if axis is not None else res[0]
     if axis == 1:
         parts = [Part(r, rt, lo, hi, buffer=results[r].device_buffer(rt) if r in results
                       else None)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from .. import runtime as _rt
 from ..containers.distributions import BLOCK
 from ..dtypes import storage_dtype
-from .common import collective, group_launch, here
+from .common import collective, group_launch, here, named
 from .exchange import Span, exchange_of
 from .parts import Part, Parts, distributed
 
@@ -29,7 +29,7 @@ def run(skel, c, params):
     group = _rt.current().group
     acc = skel.accumulator(c)
     if c.size == 0:
-        return skel.scan_on(_rt.current(), c, params)
+        return named(skel.scan_on(_rt.current(), c, params), BLOCK)
     with skel._naming_errors():
         parts = distributed(c, group, BLOCK)
     item = storage_dtype(acc).itemsize

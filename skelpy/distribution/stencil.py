@@ -43,7 +43,7 @@ from ..skeletons.arguments import ScalarArg, scalar_value
 from ..skeletons.stencil_launch import geometry, local_memory
 from ..skeletons.stencil_plan import MatrixExtra, tile_bytes
 from ..tuner.space import Param, ParamSpace
-from .common import collective, group_launch
+from .common import collective, group_launch, named
 from .exchange import Move, exchange_of
 from .parts import Parts, allocate, distributed
 from .stencil_passes import Temporal
@@ -91,7 +91,8 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
     rows, cols = src.shape
     if rows * cols == 0:
         skel.last_launch = _rt.Launch(skel.kind, {}, (0, 0), None, source="empty")
-        return empty_like_shape(src.shape, bound.out_dtype, _rt.current())
+        reach = max(bound.plan.shape.north, bound.plan.shape.south)
+        return named(empty_like_shape(src.shape, bound.out_dtype, _rt.current()), Overlap(reach))
     job = _Job(skel, bound, group, src, iterations, forced or None)
     job.overlap = bool(wanted.get("overlap", True))
     job.flush = bool(wanted.get("flush", False))
