@@ -86,7 +86,9 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
     passes = {k: forced.pop(k) for k in TEMPORAL_NAMES if k in forced}
     bound = skel.bind(src, extras, out_dtype)
     if bound.out_dtype != src.dtype and iterations > 1:
-        first = run(skel, src, extras, 1, {**forced, **wanted}, out_dtype)
+        # the first step changes the dtype: a call of its own, one step (so k = 1: a k
+        # asked for is the rest's)
+        first = run(skel, src, extras, 1, {**forced, **wanted, "k": 1}, out_dtype)
         return run(skel, first, extras, iterations - 1, {**forced, **wanted}, out_dtype)
     rows, cols = src.shape
     if rows * cols == 0:

@@ -168,9 +168,27 @@ def results_name_their_distribution_at_every_size() -> None:
     equal(x.to_numpy(), np.arange(1, 6, dtype=np.int32), "the pending value")
 
 
+def widen(nb):
+    return nb[0, 1] + nb[1, 0]
+
+
+def stencil_that_changes_dtype_takes_k() -> None:
+    """A stencil whose result has another dtype runs its first step as a call of its own; a
+    forced ``k`` was passed to that one step too and refused ("legal: [1]") although the call's
+    other steps can use it."""
+    st = sk.Stencil(widen, out_dtype=np.float64, border="nearest")
+    a = (np.arange(54, dtype=np.int32) % 7).reshape(9, 6)
+    sk.use(0)
+    want = st(a, iterations=4).to_numpy()
+    sk.use(GROUP)
+    got = st(a, iterations=4, params={"k": 3})
+    assert st.last_launch.k == 3, st.last_launch.k
+    equal(got.to_numpy(), want, "int32 -> float64 stencil, k = 3")
+
+
 REGRESSIONS = [pending_group_values_read_and_written, views_of_one_device_results_on_a_group,
                failed_calls_keep_their_inputs_distribution,
-               results_name_their_distribution_at_every_size]
+               results_name_their_distribution_at_every_size, stencil_that_changes_dtype_takes_k]
 
 
 # -- the fuzzer ----------------------------------------------------------------------------------
