@@ -50,3 +50,13 @@ def test_random_programs_match_numpy(pocl_devices, seeds, tmp_path):
     for seed in seeds:
         assert _run(pocl_devices, ["fuzz", str(seed), "300"], tmp_path).split() == \
             ["ok", str(seed)]
+
+
+def test_distributions_hash_as_the_names_they_equal():
+    """A distribution equals its name, so a set or dict of names finds it (its hash was that
+    of (name, halo): ``v.distribution in {"block", "copy"}`` was False for block)."""
+    from skelpy.containers.distributions import BLOCK, COPY, SINGLE, as_distribution
+    assert BLOCK in {"block", "copy"} and COPY in {"copy"} and SINGLE in {"single": 1}
+    assert sk.Overlap(3) in {"overlap"} and {"block": 1}[as_distribution("Block")] == 1
+    assert len({sk.Overlap(1), sk.Overlap(2), sk.Overlap(1), BLOCK}) == 3
+    assert sk.Overlap(2) != sk.Overlap(3) and sk.Overlap(2) == sk.Overlap(2) != "block"

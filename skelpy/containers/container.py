@@ -381,12 +381,15 @@ class Container(ArraySurface):
         one. It compares equal to its name: ``v.distribution == "block"``. A view has none
         of its own (None): a skeleton on a group spreads a copy of its elements. A pending
         value (an array expression) is computed first: then it has the one it is computed
-        into."""
+        into (not under MPI, where computing is collective and this read may be one rank's:
+        None until it is computed)."""
         if self._layout is not None:
             return None
         s = self._storage
         if s.pending is not None:
-            s.pending.evaluate()
+            hook = Container.collective
+            if hook is None or not hook.active():
+                s.pending.evaluate()
         return s.distribution
 
     def redistribute(self, distribution: str | Distribution):

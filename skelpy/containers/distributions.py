@@ -32,7 +32,8 @@ class Distribution:
                                                                                  self.halo)
 
     def __hash__(self) -> int:
-        return hash((self.name, self.halo))
+        # equal to its name, so hashed as it (``v.distribution in {"block", "copy"}``)
+        return hash(self.name)
 
     def __repr__(self) -> str:
         return f"Overlap({self.halo})" if self.name == "overlap" else repr(self.name)
