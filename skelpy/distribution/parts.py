@@ -27,7 +27,7 @@ from ..containers.distributions import Distribution
 from ..dtypes import storage_dtype
 from .exchange import Move, Piece, Span, exchange_of
 
-__all__ = ["Part", "Parts", "distributed", "redistribute", "allocate", "upload"]
+__all__ = ["Part", "Parts", "distributed", "redistribute", "allocate", "upload", "parts_of"]
 
 
 @dataclass(eq=False)
@@ -218,6 +218,12 @@ def distributed(container: Container, group, dist: Distribution) -> Parts:
         new = upload(storage.sync_host(), group, dist)
     storage.set_parts(new)
     return new
+
+
+def parts_of(container: Container) -> Parts | None:
+    """The parts the container's data has now, if any: None for a view (``m[1:4]``, ``m.T``),
+    whose storage's parts are its base's, of another shape."""
+    return container.storage.parts if container.layout is None else None
 
 
 def current_group():

@@ -45,7 +45,7 @@ from ..skeletons.stencil_plan import MatrixExtra, tile_bytes
 from ..tuner.space import Param, ParamSpace
 from .common import collective, group_launch, named
 from .exchange import Move, exchange_of
-from .parts import Parts, allocate, distributed
+from .parts import Parts, allocate, distributed, parts_of
 from .stencil_passes import Temporal
 from .stencil_repeats import Repeats, arg_key, copy_of
 from .stencil_rows import RowPlan
@@ -258,7 +258,7 @@ class _Job:
         self.repeats = Repeats(skel.kind, skel.origin)
         h = k * self.reach
         with skel._naming_errors():
-            inp = self.src.storage.parts
+            inp = parts_of(self.src)
             if inp is None or inp.group is not group or inp.dist.name != "overlap" \
                     or inp.dist.halo < h:
                 inp = distributed(self.src, group, Overlap(h))

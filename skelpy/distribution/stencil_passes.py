@@ -17,7 +17,7 @@ from ..errors import ParameterError
 from ..skeletons.stencil_plan import MatrixExtra
 from ..skeletons.stencil_stream import GPU_MIN_ITEMS_PER_CU
 from .common import group_launch
-from .parts import Parts, allocate, distributed
+from .parts import Parts, allocate, distributed, parts_of
 from .stencil_repeats import Repeats, arg_key, copy_of
 from .stencil_rows import RowPlan
 
@@ -178,7 +178,7 @@ class Temporal:
         job.launches, job.exchange_events = {}, []
         job.repeats = Repeats(job.skel.kind, job.skel.origin)
         with job.skel._naming_errors():
-            inp = job.src.storage.parts
+            inp = parts_of(job.src)
             if inp is None or inp.group is not group or inp.dist.name != "overlap" \
                     or inp.dist.halo < self.h:
                 inp = distributed(job.src, group, Overlap(self.h))

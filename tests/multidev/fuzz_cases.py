@@ -186,9 +186,26 @@ def stencil_that_changes_dtype_takes_k() -> None:
     equal(got.to_numpy(), want, "int32 -> float64 stencil, k = 3")
 
 
+def stencil_of_a_view_of_an_overlap_matrix() -> None:
+    """A stencil on a view (rows, columns, every other row, the transpose) of a matrix whose
+    data already had an Overlap took the base's parts as its own: a result of the base's
+    shape, and a heap overrun (``free(): invalid next size``)."""
+    st = sk.Stencil(skew, border="nearest")
+    a = (np.arange(63, dtype=np.int32) % 11).reshape(9, 7)
+    m = sk.Matrix(a)
+    st(m)
+    assert m.distribution == "overlap", m.distribution
+    for key in [(slice(1, 4),), (slice(None), slice(1, 5)), (slice(None, None, 2),)]:
+        equal(st(m[key], iterations=2).to_numpy(), skew_ref(a[key], "nearest", 2),
+              f"a stencil of m[{key}]")
+    equal(st(m.T).to_numpy(), skew_ref(a.T, "nearest", 1), "a stencil of m.T")
+    equal(m.to_numpy(), a, "the base")
+
+
 REGRESSIONS = [pending_group_values_read_and_written, views_of_one_device_results_on_a_group,
                failed_calls_keep_their_inputs_distribution,
-               results_name_their_distribution_at_every_size, stencil_that_changes_dtype_takes_k]
+               results_name_their_distribution_at_every_size, stencil_that_changes_dtype_takes_k,
+               stencil_of_a_view_of_an_overlap_matrix]
 
 
 # -- the fuzzer ----------------------------------------------------------------------------------
@@ -286,6 +303,10 @@ class Fuzz:
         elif op == "view" and a.size:
             s = self.rows(a)
             pool.append([self.inc(c[s]), a[s] * 3 + 1])
+        elif op == "stencil_view" and a.ndim == 2 and a.size:
+            s, mode = self.rows(a), r.choice(MODES)
+            view, want = (c.T, a.T) if r.random() < 0.3 else (c[s], a[s])
+            pool.append([self.stencils[mode](view, iterations=2), skew_ref(want, mode, 2)])
         elif op == "lookup" and a.ndim == 1 and a.size >= 5:
             n = r.choice([1, 3, 8])
             got = self.lookup(sk.IndexVector(n), c).to_numpy()
@@ -297,7 +318,8 @@ class Fuzz:
 
     def run(self, steps: int) -> None:
         ops = ["new", "redistribute", "map", "zip", "reduce", "scan", "axis", "stencil",
-               "write", "slice_write", "array_write", "use", "copy", "array", "view", "lookup",
+               "write", "slice_write", "array_write", "use", "copy", "array", "view", "stencil_view",
+               "lookup",
                "read", "drop"]
         for n in range(steps):
             op = self.r.choice(ops)
