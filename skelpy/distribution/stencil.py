@@ -40,6 +40,7 @@ from ..dtypes import storage_dtype
 from ..errors import ParameterError
 from ..skeletons import stencil_temporal as _temporal
 from ..skeletons.arguments import ScalarArg, scalar_value
+from ..skeletons.check_buffer import check_buffer
 from ..skeletons.stencil_launch import geometry, local_memory
 from ..skeletons.stencil_plan import MatrixExtra, tile_bytes
 from ..tuner.space import Param, ParamSpace
@@ -106,7 +107,9 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
         temporal = Temporal.of(job, out_dtype, passes, wanted.get("k"))
         if temporal is not None:
             return Matrix.from_parts(temporal.run())
-    return Matrix.from_parts(job.decide_and_run(wanted.get("k")))
+    out = job.decide_and_run(wanted.get("k"))
+    job.raise_if_failed()
+    return Matrix.from_parts(out)
 
 
 @collective
@@ -145,6 +148,7 @@ class _Job:
         self.points: dict[int, dict] = {}
         self.launches: dict[int, list] = {}
         self.exchange_events: list = []
+        self.checks: list = []            # check buffers of a kernel that checks its reads
 
     # -- k ----------------------------------------------------------------------------------
     def legal_ks(self) -> list[int]:
@@ -426,7 +430,19 @@ class _Job:
                 parts = distributed(v, self.group, COPY)
                 for r in per_rank:
                     per_rank[r] += [parts.parts[r].buffer, np.int64(v.shape[0])]
+        for r, rt in enumerate(self.group.runtimes):
+            # a kernel that checks its reads (debug mode, offsets that are not constants)
+            # takes a check buffer last, one per device, read back after the call
+            checks = check_buffer(self.plan, rt) if rt is not None else None
+            if checks is not None:
+                self.checks.append(checks)
+                per_rank[r].append(checks.buffer)
         return per_rank
+
+    def raise_if_failed(self) -> None:
+        """After the call: a checked read out of range on any device is a BoundsError."""
+        for checks in self.checks:
+            checks.raise_if_failed(self.skel.origin)
 
     def _launch(self, rank: int, cur: Parts, dst: Parts, a: int, b: int):
         """The window kernel on device ``rank`` over rows [a, b) (matrix rows)."""

@@ -202,10 +202,38 @@ def stencil_of_a_view_of_an_overlap_matrix() -> None:
     equal(m.to_numpy(), a, "the base")
 
 
+def strided_column(nb, d):
+    s = nb[0, 0]
+    for i in range(1, 3):
+        s += nb[i * d, 0] - nb[-i * d, 0]
+    return s
+
+
+def stencil_with_checked_reads() -> None:
+    """A stencil whose reads are checked at run time (offsets that are not constants, or
+    debug mode) failed on every group call (LaunchError: INVALID_KERNEL_ARGS): the group's
+    kernels were not given their check buffer. Now each device has one, read after the
+    call: results as on one device, and a read out of the shape is the BoundsError one
+    device raises."""
+    st = sk.Stencil(strided_column, shape=2, border="reflect")
+    a = (np.arange(45, dtype=np.int32) % 13).reshape(9, 5)
+    want = a.copy()
+    for _ in range(2):
+        p = np.pad(want, 2, mode="symmetric")[:, 2:7]
+        want = (want + p[3:12] - p[1:10] + p[4:13] - p[0:9]).astype(np.int32)
+    equal(st(a, 1, iterations=2).to_numpy(), want, "a stencil with offsets i * d, d = 1")
+    try:
+        st(a, 2)
+    except sk.BoundsError as exc:
+        assert "nb[i * d, 0]" in str(exc) and "fuzz_cases.py" in str(exc), exc
+    else:
+        raise AssertionError("a read at offset 4 outside shape=2 was not reported")
+
+
 REGRESSIONS = [pending_group_values_read_and_written, views_of_one_device_results_on_a_group,
                failed_calls_keep_their_inputs_distribution,
                results_name_their_distribution_at_every_size, stencil_that_changes_dtype_takes_k,
-               stencil_of_a_view_of_an_overlap_matrix]
+               stencil_of_a_view_of_an_overlap_matrix, stencil_with_checked_reads]
 
 
 # -- the fuzzer ----------------------------------------------------------------------------------
