@@ -60,3 +60,11 @@ def test_distributions_hash_as_the_names_they_equal():
     assert sk.Overlap(3) in {"overlap"} and {"block": 1}[as_distribution("Block")] == 1
     assert len({sk.Overlap(1), sk.Overlap(2), sk.Overlap(1), BLOCK}) == 3
     assert sk.Overlap(2) != sk.Overlap(3) and sk.Overlap(2) == sk.Overlap(2) != "block"
+
+
+def test_overlap_takes_any_integer_and_names_the_rest():
+    import numpy as np
+    assert sk.Overlap(np.int64(2)) == sk.Overlap(2) and sk.Overlap(np.uint8(0)).halo == 0
+    for bad in (True, np.bool_(True), 2.0, "2", None, -1, np.int32(-3)):
+        with pytest.raises(sk.ParameterError, match="halo of rows"):
+            sk.Overlap(bad)

@@ -11,7 +11,10 @@ A distribution compares equal to its name (``v.distribution == "block"``).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..errors import ParameterError
 
@@ -61,9 +64,13 @@ COPY = Distribution("copy")
 
 def Overlap(halo: int) -> Distribution:  # noqa: N802 - reads like SkelCL's class
     """Row blocks with ``halo`` rows of the neighbours on each side (``sk.Overlap(2)``)."""
-    if isinstance(halo, bool) or not isinstance(halo, int) or halo < 0:
+    try:                           # any integer (a NumPy one too), not a bool
+        rows = None if isinstance(halo, (bool, np.bool_)) else operator.index(halo)
+    except TypeError:
+        rows = None
+    if rows is None or rows < 0:
         raise ParameterError(f"Overlap needs a halo of rows >= 0, got {halo!r}")
-    return Distribution("overlap", int(halo))
+    return Distribution("overlap", rows)
 
 
 _NAMED = {"single": SINGLE, "block": BLOCK, "copy": COPY}
