@@ -126,6 +126,19 @@ def run_sequence(seq, src: Matrix, extras, iterations: int, stage_params) -> Mat
     return cur, per_stage
 
 
+class _Measured:
+    """A run's parts as the tuner's measuring modes see a result: they compare the runs of
+    the k they measure by ``to_numpy()`` (the parts themselves are distinct objects)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: Parts):
+        self.parts = parts
+
+    def to_numpy(self):
+        return self.parts.gather()
+
+
 class _Job:
     """One call: its row plan, buffers, per-device kernels and the steps."""
 
@@ -235,7 +248,7 @@ class _Job:
             out = self.run(int(point["k"]))
             if tuner.get_mode() in ("online", "exhaustive"):
                 self.ex.finish()           # measured by wall time: the whole call
-            return out, []
+            return _Measured(out), []
 
         req = tuner.TuningRequest(
             skeleton="stencil_group", kernel_key=self.plan.kernel_key + "/group",
@@ -248,7 +261,7 @@ class _Job:
             # ranks in other processes (MPI): every rank takes the first rank's decision
             point, _source = tuner.choose_params(req)
             return self.run(int(self.ex.agree(int(point["k"]))))
-        return tuner.execute(req).result
+        return tuner.execute(req).result.parts
 
     def _rows(self, k: int) -> RowPlan:
         return RowPlan(self.ranges, self.rows, self.north, self.south, self.mode,

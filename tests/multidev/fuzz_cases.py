@@ -230,10 +230,27 @@ def stencil_with_checked_reads() -> None:
         raise AssertionError("a read at offset 4 outside shape=2 was not reported")
 
 
+def stencil_k_measured_by_the_tuner() -> None:
+    """In the tuner's measuring modes (online, exhaustive) a group stencil measures its legal
+    k and compares their results; it compared the parts objects, always unequal: every call
+    with two legal k raised "launch parameters {'k': 3} compute a different result"."""
+    st = sk.Stencil(skew, border="mirror")
+    a = (np.arange(21 * 6, dtype=np.int32) % 9).reshape(21, 6)
+    st(a, iterations=4, params={"t": 1})
+    point = dict(st.last_launch.per_device[0].params)      # the devices' kernels fixed:
+    point.pop("k", None)                                   # only k is measured (no builds)
+    for mode in ("online", "exhaustive"):
+        with sk.tuning(mode):
+            for _ in range(2):
+                got = st(a, iterations=4, params={**point, "t": 1})
+                equal(got.to_numpy(), skew_ref(a, "mirror", 4), f"k measured ({mode})")
+
+
 REGRESSIONS = [pending_group_values_read_and_written, views_of_one_device_results_on_a_group,
                failed_calls_keep_their_inputs_distribution,
                results_name_their_distribution_at_every_size, stencil_that_changes_dtype_takes_k,
-               stencil_of_a_view_of_an_overlap_matrix, stencil_with_checked_reads]
+               stencil_of_a_view_of_an_overlap_matrix, stencil_with_checked_reads,
+               stencil_k_measured_by_the_tuner]
 
 
 # -- the fuzzer ----------------------------------------------------------------------------------
