@@ -228,10 +228,21 @@ def _unaryop(cx: EmitContext, node, note, mat):
 
 
 def _boolop(cx: EmitContext, node, note, mat):
-    sym = " && " if isinstance(node.op, ast.And) else " || "
     cx.code.features.op("ops_logic", "b", n=len(node.values) - 1)
-    items = operands(cx.weak, node, mat).items
-    return "(" + sym.join(emit_operand(cx, o) for o in items) + ")", BOOL
+    ops = operands(cx.weak, node, mat)
+    if ops.dtype == BOOL:
+        sym = " && " if isinstance(node.op, ast.And) else " || "
+        return "(" + sym.join(emit_operand(cx, o) for o in ops.items) + ")", BOOL
+    # Python's value: ``a and b`` is ``a ? b : a``, ``a or b`` is ``a ? a : b``; the
+    # deciding operand is emitted twice (muscle expressions have no side effects) and the
+    # others are evaluated only when Python evaluates them.
+    codes = [emit_operand(cx, o) for o in ops.items]
+    code = codes[-1]
+    for c in reversed(codes[:-1]):
+        test = f"({c} != 0)"
+        code = f"({test} ? {code} : {c})" if isinstance(node.op, ast.And) else \
+            f"({test} ? {c} : {code})"
+    return code, ops.dtype
 
 
 def _compare(cx: EmitContext, node, note, mat):
