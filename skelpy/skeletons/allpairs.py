@@ -58,7 +58,7 @@ from .arguments import (
 from .base import Skeleton, checked_signature
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import check_identity, device_options, identity_value, local_budget
-from .fold_muscle import arithmetic_kind
+from .fold_muscle import arithmetic_kind, check_neutral
 from .kernel_source import SourceBuilder
 from .limits import Legality, Rule, check_output, one_of
 from .plan import Plan, feature_dict
@@ -251,6 +251,8 @@ class AllPairs(Skeleton):
         self.identity = None if generic else check_identity(identity, self.origin)
         # a reduce muscle that computes a + b gets compensated k-chunks (allpairs.cl)
         self._adds = not generic and arithmetic_kind(reduce) == "add"
+        self._reduce_fn = None if generic or self.muscle.is_c else reduce
+        self._neutral_checked: set = set()
 
     @property
     def origin(self) -> str:
@@ -297,6 +299,9 @@ class AllPairs(Skeleton):
             at_chunk = len(fixed) + 1            # where the chunk argument goes (zip/reduce)
             if not self.generic:
                 fixed.append(identity_value(self.identity, acc, self.origin))
+                if d > 0 and acc not in self._neutral_checked:
+                    check_neutral(self._reduce_fn, acc, self.identity, self.origin)
+                    self._neutral_checked.add(acc)
             tail = extra_kernel_args(extras_desc, extras_val, plan.muscle, 2, rt, self.origin)
             checks = check_buffer(plan, rt)
             if checks is not None:
