@@ -117,3 +117,31 @@ def test_non_neutral_identity_is_an_error_not_a_launch_dependent_answer():
     with pytest.raises(sk.DTypeError, match="not the operator's neutral"):
         mm(np.ones((2, 3), np.float32), np.ones((4, 3), np.float32))
     assert sk.Reduce(lambda a, b: max(a, b), 0)(np.array([3, 9, 1], np.int32)) == 9
+
+
+# -- typing that needs no kernel ---------------------------------------------------------------
+
+
+def test_math_functions_of_integers_are_float64():
+    """``math.sqrt(x)`` of an int8/int16/bool is a Python float in Python (and float64 in
+    numba); it was typed as NumPy's ``np.sqrt`` (float16, computed as float32), losing
+    precision. ``np.sqrt`` keeps NumPy's rule."""
+    import math
+
+    for dt in (np.bool_, np.int8, np.uint8, np.int16):
+        x = np.ones(3, dt)
+        for f in (lambda v: math.sqrt(v), lambda v: math.exp(v) + math.fabs(v),
+                  lambda v: math.atan2(v, 2)):
+            assert sk.Map(f).result_dtype(x) == np.float64
+        assert sk.Map(lambda v: np.sqrt(v)).result_dtype(x) == np.float32
+    assert sk.Map(lambda v: math.sqrt(v)).result_dtype(np.ones(3, np.float32)) == np.float32
+
+
+def test_min_max_of_constants_meet_their_context_as_constants():
+    """``min(-1, True)`` is the Python int -1; next to a uint32 that is out of bounds, as in
+    NumPy (it was computed apart and wrapped to 4294967295, so ``min(min(-1, True), b)``
+    gave ``b``)."""
+    b = np.zeros(3, np.uint32)
+    with pytest.raises(sk.TranslationError, match=rf"{HERE}:\d+.*-1 out of bounds for uint32"):
+        sk.Map(lambda v: min(min(-1, True), v)).result_dtype(b)
+    assert sk.Map(lambda v: v + max(2, 3.5)).result_dtype(b) == np.float64
