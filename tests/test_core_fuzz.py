@@ -145,3 +145,22 @@ def test_min_max_of_constants_meet_their_context_as_constants():
     with pytest.raises(sk.TranslationError, match=rf"{HERE}:\d+.*-1 out of bounds for uint32"):
         sk.Map(lambda v: min(min(-1, True), v)).result_dtype(b)
     assert sk.Map(lambda v: v + max(2, 3.5)).result_dtype(b) == np.float64
+
+
+def test_conditions_are_emitted_without_doubled_parentheses():
+    """``if ((i == 3L))``: clang warned "equality comparison with extraneous parentheses" on
+    every build of a muscle with an ``if``/``while`` (PoCL printed "1 warning generated." on
+    stderr each time; skelpy filtered it from its BuildWarning)."""
+    def loop(x):
+        s = 0
+        k = 0
+        while k < 5:
+            k += 1
+            if k == 3 or (k > 1) == (x > 0):
+                continue
+            s += k
+        return s
+
+    src = sk.Map(loop).source(np.ones(4, np.int32))
+    assert "if ((" not in src and "while ((" not in src
+    assert "while (k < 5L) {" in src

@@ -423,7 +423,22 @@ def _return(cx: EmitContext, s: ast.Return, ind: int) -> None:
 
 
 def _truth(cx: EmitContext, test) -> str:
-    return emit_operand(cx, Operand(test, None, TRUTH))
+    """A condition for ``if (...)``/``while (...)``: without the outer parentheses every
+    comparison is emitted in (``if ((i == 3L))`` made clang warn on every build)."""
+    return _unwrapped(emit_operand(cx, Operand(test, None, TRUTH)))
+
+
+def _unwrapped(code: str) -> str:
+    """``code`` without one pair of parentheses around all of it, if it has one."""
+    if not (code.startswith("(") and code.endswith(")")):
+        return code
+    depth = 0
+    for k, ch in enumerate(code):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and k < len(code) - 1:
+            return code            # "(a) && (b)": the first pair closes early
+    return code[1:-1]
 
 
 def _if(cx: EmitContext, s: ast.If, ind: int) -> None:
