@@ -158,9 +158,11 @@ def test_conditions_are_emitted_without_doubled_parentheses():
             k += 1
             if k == 3 or (k > 1) == (x > 0):
                 continue
+            if k == 4:
+                break
             s += k
         return s
 
     src = sk.Map(loop).source(np.ones(4, np.int32))
-    assert "if ((" not in src and "while ((" not in src
-    assert "while (k < 5L) {" in src
+    assert "while (k < 5L) {" in src and "if (k == 4L) {" in src
+    assert "if ((k == 3L) || (" in src          # parentheses that group stay
