@@ -166,3 +166,21 @@ def test_conditions_are_emitted_without_doubled_parentheses():
     src = sk.Map(loop).source(np.ones(4, np.int32))
     assert "while (k < 5L) {" in src and "if (k == 4L) {" in src
     assert "if ((k == 3L) || (" in src          # parentheses that group stay
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(st.sampled_from([np.int16, np.float32]), st.integers(0, 300), st.integers(0, 2**32 - 1))
+def test_floor_division_and_modulo_follow_python_at_any_size(dtype, n, seed):
+    """``//`` and ``%`` floor (Python, NumPy), where C truncates; with ``b or 7`` as divisor
+    (Python's ``or``: ``b`` unless it is zero) and a chained comparison, at sizes from 0."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-50, 51, n).astype(dtype)
+    b = rng.integers(-6, 7, n).astype(dtype)
+
+    def f(x, y):
+        return x // (y or 7) * 3 + x % (y or -3) - (x if -5 < y < 2 else y)
+
+    got = sk.Zip(f)(a, b).to_numpy()
+    want = np.array(python_map(f, a, b), dtype=dtype).reshape(n)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
