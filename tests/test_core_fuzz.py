@@ -184,3 +184,12 @@ def test_floor_division_and_modulo_follow_python_at_any_size(dtype, n, seed):
     want = np.array(python_map(f, a, b), dtype=dtype).reshape(n)
     assert got.dtype == dtype
     np.testing.assert_array_equal(got, want)
+
+
+def test_fractional_launch_parameter_is_an_error():
+    """``params={"wg": 3.5}`` was accepted (work-group sizes outside the listed values are
+    allowed) and launched groups of 3; now a ParameterError naming the muscle."""
+    x = np.arange(10, dtype=np.float32)
+    for p in ({"wg": 3.5}, {"coarsen": 1.5}):
+        with pytest.raises(sk.ParameterError, match=rf"{HERE}:\d+.*must be a whole number"):
+            sk.Map(lambda v: v + 1)(x, params=p)
