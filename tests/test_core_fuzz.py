@@ -193,3 +193,12 @@ def test_fractional_launch_parameter_is_an_error():
     for p in ({"wg": 3.5}, {"coarsen": 1.5}):
         with pytest.raises(sk.ParameterError, match=rf"{HERE}:\d+.*must be a whole number"):
             sk.Map(lambda v: v + 1)(x, params=p)
+
+
+def test_allpairs_constructor_misuse_names_the_muscles():
+    """``AllPairs(f, zip=..., reduce=...)`` and ``AllPairs(zip=g)`` said what was wrong but
+    not where (no file:line)."""
+    with pytest.raises(sk.ShapeError, match=rf"f={HERE}:\d+.*not both"):
+        sk.AllPairs(lambda a, b: a[0], zip=lambda a, b: a * b, reduce=lambda a, b: a + b)
+    with pytest.raises(sk.ShapeError, match=rf"zip={HERE}:\d+.*both zip= and reduce="):
+        sk.AllPairs(zip=lambda a, b: a * b)

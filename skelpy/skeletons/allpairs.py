@@ -43,7 +43,7 @@ from .. import runtime as _rt
 from ..containers import Container, IndexSpace, Matrix, array_backend, empty_like_shape
 from ..distribution import allpairs as distributed_allpairs
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
-from ..errors import DTypeError, RefusedParameters, ShapeError
+from ..errors import DTypeError, RefusedParameters, ShapeError, SkelpyError
 from ..muscle import Muscle
 from ..muscle.params import Accessor, Scalar
 from ..tuner.space import Param, ParamSpace
@@ -230,6 +230,19 @@ class AllPairsPlan(Plan):
         return space, legality
 
 
+def _origins(**muscles) -> str:
+    """Where the muscles given to a misused constructor are (file:line), for its message."""
+    parts = []
+    for name, m in muscles.items():
+        if m is None:
+            continue
+        try:
+            parts.append(f"{name}={(m if isinstance(m, Muscle) else Muscle(m)).origin}")
+        except SkelpyError:
+            parts.append(f"{name}={m!r}")
+    return ", ".join(parts)
+
+
 class AllPairs(Skeleton):
     """``AllPairs(zip=g, reduce=h, identity=0)(A, B)`` or ``AllPairs(f)(A, B)``: C (n, m) from
     A (n, d) and B (m, d); see the module docstring. A @ B is ``AllPairs(zip=mul,
@@ -241,10 +254,11 @@ class AllPairs(Skeleton):
                  out_dtype=None):
         generic = f is not None
         if generic and (zip is not None or reduce is not None):
-            raise ShapeError("AllPairs: give either f (the generic form) or zip= and reduce=, "
-                             "not both")
+            raise ShapeError(f"AllPairs({_origins(f=f, zip=zip, reduce=reduce)}): give either "
+                             "f (the generic form) or zip= and reduce=, not both")
         if not generic and (zip is None or reduce is None):
-            raise ShapeError("AllPairs: needs a muscle f, or both zip= and reduce=")
+            raise ShapeError(f"AllPairs({_origins(zip=zip, reduce=reduce)}): needs a muscle f, "
+                             "or both zip= and reduce=")
         self.generic = generic
         self.zip_muscle = None if generic else (zip if isinstance(zip, Muscle) else Muscle(zip))
         super().__init__(f if generic else reduce, out_dtype=out_dtype)
