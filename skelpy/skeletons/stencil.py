@@ -115,6 +115,9 @@ class Stencil(Skeleton):
             cval = cval.item()
         if not isinstance(cval, (bool, int, float)):
             raise self._error(DTypeError, f"cval must be a real number, got {cval!r}")
+        if isinstance(cval, int) and not -2**1024 < cval < 2**1024:
+            # beyond float64 (and every dtype a matrix can have): it would overflow each cast
+            raise self._error(DTypeError, f"cval={cval} is beyond the range of every dtype")
         self.cval = cval
         self._check_early()
 
@@ -124,6 +127,10 @@ class Stencil(Skeleton):
 
     def __rshift__(self, other) -> StencilSequence:
         return StencilSequence(self, other)
+
+    def __rrshift__(self, other) -> StencilSequence:
+        # ``m >> stencil`` (or ``5 >> stencil``): the sequence names what is not a Stencil
+        return StencilSequence(other, self)
 
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, m=_NO_INPUT, *extras, iterations: int = 1,

@@ -90,25 +90,43 @@ def border_mode(border) -> str:
 
 
 def cval_literal(value, dtype: np.dtype) -> str:
-    """``value`` as a C constant of ``dtype``'s storage type, exactly."""
+    """``value`` as a C constant of ``dtype``'s storage type, exactly.
+
+    Total (no exception, no warning): every kernel defines the constant of each storage type
+    it uses, also where the border is not ``constant`` or the constant is never read there;
+    :func:`check_cval` rejects the values a read would get wrong (``nan`` for an integer
+    matrix, ``300`` for uint8, ``1e300`` for float32) before any kernel reads them."""
     st = storage_c_type(dtype)
     dt = storage_dtype(dtype)
     if dt.kind == "f":
-        v = float(dt.type(value))
+        with np.errstate(over="ignore"):
+            v = float(dt.type(value))
         if math.isnan(v):
             return f"(({st})NAN)"
         if math.isinf(v):
             return f"(({st})({'-' if v < 0 else ''}INFINITY))"
         return f"(({st})({v.hex()}{'f' if dt == np.float32 else ''}))"
-    v = int(np.asarray(value).astype(dt)[()])
-    bits = v & ((1 << (8 * dt.itemsize)) - 1)
+    try:
+        v = int(value)                  # truncated, as NumPy's cast of a float
+    except (OverflowError, ValueError):  # inf, nan: no integer holds them (never read)
+        v = 0
+    bits = v & ((1 << (8 * dt.itemsize)) - 1)     # two's complement: NumPy's wrap-around
     return f"(({st})0x{bits:x}UL)"
 
 
 def check_cval(cval, dtype: np.dtype, what: str, origin: str) -> None:
+    """Whether ``cval`` (a bool, int or float within float64's range: Stencil checks) is a
+    value of ``dtype``, as border='constant' reads it there; a DTypeError names it if not."""
     dt = np.dtype(dtype)
+    if dt.kind == "f":
+        with np.errstate(over="ignore"):
+            ok = not math.isfinite(cval) or bool(np.isfinite(dt.type(cval)))
+        if not ok:      # a finite constant beyond the dtype's range
+            raise DTypeError(f"{origin}: cval={cval!r} cannot be represented in {what}'s dtype "
+                             f"{dt} (border='constant' reads cval as that dtype; it overflows "
+                             "to infinity)")
     if dt.kind in "iub":
-        ok = float(cval).is_integer()
+        ok = isinstance(cval, int) or (math.isfinite(cval) and float(cval).is_integer())
         if ok and dt.kind in "iu":
             info = np.iinfo(dt)
             ok = info.min <= int(cval) <= info.max
