@@ -223,3 +223,30 @@ def test_matrix_shifted_into_a_stencil_is_a_skelpy_error():
             left >> HEAT  # noqa: B015 - the operator is the test
     with pytest.raises(sk.ParameterError, match="chains Stencils"):
         5 >> (HEAT >> HEAT)  # noqa: B015
+
+
+def test_misuse_is_an_error_with_zero_iterations_too():
+    """iterations=0 returned a copy without looking at the extras: a wrong one, or one more
+    than the muscle takes, went unnoticed (and a cval the dtype cannot hold)."""
+    a = np.ones((3, 4), np.float32)
+    with pytest.raises(sk.DTypeError, match="unsupported type str"):
+        HEAT(a, "x", iterations=0)
+    with pytest.raises(sk.ShapeError, match="takes 1 parameter"):
+        HEAT(a, 2.0, iterations=0)
+    with pytest.raises(sk.ShapeError, match="extra argument"):
+        (HEAT >> HEAT)(a, 2.0, iterations=0)
+    ints = sk.Stencil(east_heavy, border="constant", cval=1.5)
+    with pytest.raises(sk.DTypeError, match="cannot be represented"):
+        ints(np.ones((2, 2), np.int32), iterations=0)
+    np.testing.assert_array_equal(HEAT(a, iterations=0).to_numpy(), a)
+
+
+def test_sequence_extras_that_no_stage_takes_are_an_error():
+    """A sequence ignored extras beyond what its stages take ('junk' included), staged, fused
+    and streamed alike."""
+    a = np.ones((3, 4), np.float32)
+    for params in (None, {"fuse": 1}, {"fuse": 2}):
+        with pytest.raises(sk.ShapeError, match="stages take at most 0"):
+            (HEAT >> HEAT)(a, 1.0, "junk", params=params)
+    with pytest.raises(sk.ShapeError, match="stages take at most 0"):
+        (HEAT >> HEAT).source(a, 1.0)

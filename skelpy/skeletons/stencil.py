@@ -154,6 +154,7 @@ class Stencil(Skeleton):
         forced = self._check_params_arg(params)
         src = self._as_input(m)
         if iterations == 0:
+            self._bind(src, extras, out_dtype)     # misuse is an error with no step to run too
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
         if _rt.current().group is not None:              # several devices at once
