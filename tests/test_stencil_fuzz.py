@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -250,3 +251,59 @@ def test_sequence_extras_that_no_stage_takes_are_an_error():
             (HEAT >> HEAT)(a, 1.0, "junk", params=params)
     with pytest.raises(sk.ShapeError, match="stages take at most 0"):
         (HEAT >> HEAT).source(a, 1.0)
+
+
+# -- reaches beyond the unrolled folds ---------------------------------------------------------
+
+
+def reaches_far(nb):
+    """70 columns west (over SKP_FOLD_MAX_REACH: each read maps its index with a division)."""
+    return 2 * nb[0, -70] - nb[1, 3] + 0.5 * nb[0, 0]
+
+
+def test_shape_beyond_max_reach_is_an_error_and_a_wide_declared_shape_is_quick():
+    """shape=2**31 - 1 in reflect mode ran each edge read through 2**31 folds (a 5 x 6 matrix:
+    6 minutes); 2**31 and beyond wrapped around in the kernel's ints. Now reaches up to
+    MAX_REACH use a division past SKP_FOLD_MAX_REACH, and beyond MAX_REACH are a ShapeError,
+    also when a muscle reads that far."""
+    from skelpy.skeletons.stencil_shape import MAX_REACH
+    for shape in (MAX_REACH + 1, 2**31 - 1):
+        with pytest.raises(sk.ShapeError, match="maximum reach"):
+            sk.Stencil(heat, shape=shape)
+    with pytest.raises(sk.ShapeError, match="maximum reach"):
+        sk.Shape(north=2**40)
+    with pytest.raises(sk.ShapeError, match="reads too far"):
+        sk.Stencil(lambda nb: nb[0, -2**31])
+    a = np.random.default_rng(5).random((5, 6))
+    got = sk.Stencil(reaches_far, shape=MAX_REACH, border="reflect")(a).to_numpy()
+    want = reaches_far(Padded(a, "reflect", 0, reach=70))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+OCLGRIND_FAR = '''
+import numpy as np
+import skelpy as sk
+from test_stencil_fuzz import Padded, reaches_far
+
+assert "oclgrind" in sk.current_device().platform.lower(), sk.current_device()
+rng = np.random.default_rng(11)
+for mode in ["constant", "wrap", "reflect", "mirror"]:
+    st = sk.Stencil(reaches_far, border=mode, cval=0.25)
+    for shape in [(1, 1), (2, 3), (3, 71), (4, 150)]:
+        a = rng.standard_normal(shape)
+        for local in (0, 1):
+            got = st(a, params={"local": local, "wg_r": 2, "wg_c": 4}).to_numpy()
+            np.testing.assert_allclose(got, reaches_far(Padded(a, mode, 0.25, reach=70)),
+                                       rtol=1e-12, err_msg=f"{mode} {shape} local={local}")
+print("FAR-OCLGRIND-OK")
+'''
+
+
+def test_far_reach_under_oclgrind(tmp_path):
+    """Reads 70 columns away (the division path of the folds: a staged halo, local=1, and a
+    muscle's edge reads, local=0) at sizes smaller and larger than the reach: no invalid
+    access, equal to NumPy over the padded matrix."""
+    from oclgrind_support import STRICT_MARKERS, run_under_oclgrind
+    script = f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n" + OCLGRIND_FAR
+    run_under_oclgrind(tmp_path, "far_oclgrind.py", script, "FAR-OCLGRIND-OK",
+                       markers=STRICT_MARKERS)
