@@ -101,11 +101,10 @@ class ParamSpace:
                     f"launch parameter {k}={v!r} is not one of {list(spec.values)}")
             if spec.numeric and (not isinstance(v, numbers.Real) or isinstance(v, bool)):
                 raise ParameterError(f"launch parameter {k}={v!r} must be a number")
+            if spec.numeric and not float(v).is_integer():   # wg=3.5 launched 3 work-items
+                raise ParameterError(f"launch parameter {k}={v!r} must be a whole number")
             if spec.numeric and all(isinstance(c, int) for c in spec.values):
-                # counts and sizes: 2.5 work-items (or t=2.5 steps per pass) ran as int(v)
-                if not isinstance(v, numbers.Integral):
-                    raise ParameterError(f"launch parameter {k}={v!r} must be an integer")
-                v = int(v)
+                v = int(v)          # counts and sizes: reported (last_launch) as plain ints
             out[k] = v
         missing = [n for n in self.names if n not in out]
         if missing:
