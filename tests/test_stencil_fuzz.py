@@ -308,3 +308,18 @@ def test_far_reach_under_oclgrind(tmp_path):
     script = f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n" + OCLGRIND_FAR
     run_under_oclgrind(tmp_path, "far_oclgrind.py", script, "FAR-OCLGRIND-OK",
                        markers=STRICT_MARKERS)
+
+
+def test_iterations_must_be_an_int_on_every_path():
+    """After a plain call set up the repeat launcher, iterations=True or 1.0 ran one step
+    (``True == 1``), and so did a pending array input; elsewhere they are errors."""
+    a = np.ones((3, 4), np.float32)
+    m = sk.Matrix(a)
+    HEAT(m)
+    HEAT(m)                                   # the repeat launcher is in place
+    for bad in (True, 1.0):
+        with pytest.raises(sk.ParameterError, match="iterations must be an int"):
+            HEAT(m, iterations=bad)
+        with pytest.raises(sk.ParameterError, match="iterations must be an int"):
+            HEAT(m * 2, iterations=bad)
+    np.testing.assert_array_equal(m.to_numpy(), a)

@@ -142,11 +142,14 @@ class Stencil(Skeleton):
                 f"{self.origin}: missing the input matrix (the call takes {_CALL})")
         if params is None and isinstance(m, Matrix) and m.is_pending:
             # a pending array expression: read at each neighbour in this kernel (skelpy.array)
+            iterations = check_iterations(self.origin, iterations)
             out = array_backend().fused_stencil(self, m, extras, iterations, out_dtype)
             if out is not None:
                 return out
         fast = self._ready()
-        if fast is not None and iterations == 1 and params is None and out_dtype is None:
+        # (``type(...) is int``: iterations=True or 1.0 are errors, not one step)
+        if fast is not None and type(iterations) is int and iterations == 1 and params is None \
+                and out_dtype is None:
             out = fast(m, extras)
             if out is not None:
                 return out
