@@ -16,6 +16,7 @@ import numpy as np
 
 from ..containers import Container, Matrix, MatrixRow, Vector
 from ..dtypes import SUPPORTED_DTYPES
+from ..errors import ShapeError, dtype_error_like
 from . import chains, expression, inputs, ops, reductions, stencils, views
 from .graph import as_operand
 
@@ -70,6 +71,9 @@ def _binary(op: str, a, b):
     if op == "matmul":
         return views.matmul(a, b)
     operands = _operands((a, b))
+    if operands is None and (type(a) is complex or type(b) is complex):
+        fallback_warning("complex numbers")   # no complex dtype on the device: NumPy's
+        return ops.numpy_op(op)(*_host((a, b)))
     if operands is None or not any(isinstance(o, Container) for o in operands):
         return NotImplemented
     return expression.apply(op, operands)
@@ -146,6 +150,28 @@ class ArrayBackend:
                 _operands(inputs)
             if operands is not None:
                 return expression.apply(name, operands)
+        if method == "__call__" and ufunc is np.divmod and not kwargs:
+            operands = _operands(inputs)
+            if operands is not None:
+                return (expression.apply("floor_divide", operands),
+                        expression.apply("remainder", operands))
+        out = kwargs.get("out")
+        outs = out if isinstance(out, tuple) else (out,)
+        if method == "__call__" and name is not None and set(kwargs) == {"out"} \
+                and len(outs) == 1 and isinstance(outs[0], (Container, MatrixRow)):
+            # ufunc(x, ..., out=container): computed on the device, written into it with
+            # NumPy's same-kind casting (views of it see the change)
+            operands = _operands(inputs)
+            if operands is not None:
+                target = as_operand(outs[0])
+                value = expression.apply(name, operands)
+                if value.shape != target.shape and np.broadcast_shapes(
+                        value.shape, target.shape) != target.shape:
+                    raise ShapeError(f"non-broadcastable output operand with shape "
+                                     f"{target.shape} doesn't match the broadcast shape "
+                                     f"{value.shape}")
+                views.write(target, value, f"{expression.user_line()} (out=)")
+                return out if isinstance(out, tuple) and len(out) != 1 else outs[0]
         if method == "reduce" and name in ("add", "multiply", "minimum", "maximum") \
                 and len(inputs) == 1 and isinstance(inputs[0], Container) \
                 and set(kwargs) <= {"axis", "dtype"}:
@@ -155,9 +181,11 @@ class ArrayBackend:
         fallback_warning(f"np.{ufunc.__name__}" + ("" if method == "__call__" else
                                                    f".{method}")
                          + (f" with {', '.join(sorted(kwargs))}=" if kwargs else ""))
-        return getattr(ufunc, method)(*_host(inputs), **_host(kwargs))
+        return _host_ufunc(ufunc, method, inputs, kwargs)
 
     def function(self, func, types, args, kwargs):
+        if any(type(a) is MatrixRow for a in args):         # m[i]: as the view m[i, :]
+            args = tuple(as_operand(a) if type(a) is MatrixRow else a for a in args)
         impl = _FUNCTIONS.get(func)
         if impl is not None:
             try:
@@ -165,7 +193,47 @@ class ArrayBackend:
             except _Unsupported:
                 pass
         fallback_warning(f"np.{getattr(func, '__name__', func)}")
-        return func(*_host(args), **_host(kwargs))
+        return _host_call(func, args, kwargs, first_written=func in _WRITES_FIRST)
+
+
+#: NumPy functions that write into their first argument
+_WRITES_FIRST = frozenset({np.put, np.place, np.putmask, np.fill_diagonal})
+
+
+def _host_ufunc(ufunc, method, inputs, kwargs):
+    return _host_call(getattr(ufunc, method), inputs, kwargs, first_written=method == "at")
+
+
+def _host_call(func, inputs, kwargs, first_written: bool = False):
+    """NumPy's ``func`` on host copies; the containers it writes (``out=``, the first
+    operand of ``ufunc.at`` or ``np.put``) get the result written back through them, so
+    that their device copies and pending readers stay right (NumPy would write into a
+    read-only snapshot, or, for ``at``, ignore that it is read-only)."""
+    inputs, kwargs = list(inputs), dict(kwargs)
+    written: list[tuple] = []
+
+    def writable(x):
+        if isinstance(x, (Container, MatrixRow)):
+            copy = np.array(x.to_numpy())
+            written.append((x, copy))
+            return copy
+        return x
+
+    if first_written and inputs:
+        inputs[0] = writable(inputs[0])
+    out = kwargs.get("out")
+    if out is not None:
+        kwargs["out"] = tuple(writable(o) for o in out) if isinstance(out, tuple) \
+            else writable(out)
+    result = func(*_host(inputs), **_host(kwargs))
+    for target, copy in written:
+        target[:] = copy
+    if out is not None:                       # NumPy returns its out arrays: ours
+        back = {id(c): t for t, c in written}
+        if isinstance(result, tuple):
+            return tuple(back.get(id(r), r) for r in result)
+        return back.get(id(result), result)
+    return result
 
 
 class _Unsupported(Exception):
@@ -208,6 +276,44 @@ def _arg_reduction(name: str):
     return impl
 
 
+def _logical(name: str):
+    def impl(a, axis=None, out=None, keepdims=False, **kwargs):
+        if out is not None or keepdims or kwargs or not isinstance(a, Container):
+            raise _Unsupported
+        return reductions.reduce(name, a, axis, None)
+    return impl
+
+
+def _round(a, decimals=0, out=None):
+    """``np.round`` with no decimals: ``rint`` of floats (half to even, as NumPy); integers
+    and bools are their own rounding."""
+    if out is not None or decimals != 0 or not isinstance(a, Container):
+        raise _Unsupported
+    if a.dtype.kind == "f":
+        return expression.apply("rint", [a])
+    return a.astype(a.dtype)
+
+
+def _copyto(dst, src, casting="same_kind", where=True):
+    """``np.copyto(container, value)``: NumPy's casting check (on an empty probe, so its
+    error is NumPy's, as a skelpy error), then the write, on the device for a container."""
+    if not isinstance(dst, Container) or where is not True:
+        raise _Unsupported
+    value = as_operand(src)
+    if value is None:
+        raise _Unsupported
+    probe = np.empty((0,) * dst.ndim, dst.dtype)
+    try:
+        np.copyto(probe, np.empty((0,) * value.ndim, value.dtype)
+                  if isinstance(value, Container) else value, casting=casting)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise dtype_error_like(exc)(f"{expression.user_line()} (copyto): {exc}") from None
+    if isinstance(value, Container):
+        views.write(dst, value, f"{expression.user_line()} (copyto)", casting="unsafe")
+    else:
+        dst[:] = value
+
+
 def _transpose(a, axes=None):
     if axes is not None or not isinstance(a, Container):
         raise _Unsupported
@@ -241,6 +347,11 @@ _FUNCTIONS = {
     np.mean: _reduction("mean"),
     np.argmin: _arg_reduction("argmin"),
     np.argmax: _arg_reduction("argmax"),
+    np.any: _logical("any"),
+    np.all: _logical("all"),
+    np.round: _round,
+    np.around: _round,
+    np.copyto: _copyto,
     np.transpose: _transpose,
     np.reshape: _reshape,
     np.ravel: lambda a, order="C": views.reshape(a, (-1,)) if order == "C" else _raise(),

@@ -58,11 +58,11 @@ def reshape(x: Container, shape) -> Container:
     return x._view(Layout(offset, c_strides(shape)), shape)   # noqa: SLF001
 
 
-def write(target: Container, value: Container, where: str) -> None:
+def write(target: Container, value: Container, where: str,
+          casting: str = "same_kind") -> None:
     """Write ``value`` (broadcast to target's shape) into ``target``'s elements, on the
     device; casting as NumPy's in-place operators (same kind)."""
-    if value.dtype != target.dtype and not np.can_cast(value.dtype, target.dtype,
-                                                        "same_kind"):
+    if value.dtype != target.dtype and not np.can_cast(value.dtype, target.dtype, casting):
         raise DTypeError(f"{where}: Cannot cast ufunc output from {value.dtype} to "
                              f"{target.dtype} with casting rule 'same_kind'")
     _store(target, value)

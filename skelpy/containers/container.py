@@ -33,7 +33,7 @@ from .. import runtime as _rt
 from ..dtypes import check_dtype
 from ..errors import DTypeError, ParameterError, ShapeError
 from . import layout as _layout
-from .array_surface import ArraySurface, array_backend
+from .array_surface import ArraySurface, RowSurface, array_backend
 from .distributions import Distribution, as_distribution
 from .index_spaces import IndexSpace
 from .layout import Layout
@@ -522,9 +522,10 @@ class Matrix(Container):
         return (MatrixRow(self, i) for i in range(self._shape[0]))
 
 
-class MatrixRow:
+class MatrixRow(RowSurface):
     """``m[i]``: row ``i`` of a Matrix, read and written through it (so ``m[i][j] = x``
-    works, as in SkelCL). It reads like a 1-D array (``np.asarray(row)``, ``row[a:b]``)."""
+    works, as in SkelCL). It reads like a 1-D array (``np.asarray(row)``, ``row[a:b]``) and
+    computes like its view ``m[i, :]`` (``m[i] * 2``, ``m[i] += 1``, ``np.sum(m[i])``)."""
 
     __slots__ = ("_matrix", "_row")
     ndim = 1
