@@ -74,6 +74,11 @@ def _binary(op: str, a, b):
     if operands is None and (type(a) is complex or type(b) is complex):
         fallback_warning("complex numbers")   # no complex dtype on the device: NumPy's
         return ops.numpy_op(op)(*_host((a, b)))
+    if operands is None and op in ("equal", "not_equal") and any(
+            x is None or isinstance(x, (str, bytes)) for x in (a, b)):
+        # NumPy: no element equals None or a string (Python would compare identities)
+        x = a if isinstance(a, Container) else b
+        return (Vector if x.ndim == 1 else Matrix)(np.full(x.shape, op == "not_equal"))
     if operands is None or not any(isinstance(o, Container) for o in operands):
         return NotImplemented
     return expression.apply(op, operands)
@@ -150,6 +155,9 @@ class ArrayBackend:
                 _operands(inputs)
             if operands is not None:
                 return expression.apply(name, operands)
+        if method == "__call__" and ufunc is np.matmul and not kwargs and len(inputs) == 2:
+            return views.matmul(*(as_operand(x) if type(x) is MatrixRow else x
+                                  for x in inputs))
         if method == "__call__" and ufunc is np.divmod and not kwargs:
             operands = _operands(inputs)
             if operands is not None:
@@ -165,8 +173,11 @@ class ArrayBackend:
             if operands is not None:
                 target = as_operand(outs[0])
                 value = expression.apply(name, operands)
-                if value.shape != target.shape and np.broadcast_shapes(
-                        value.shape, target.shape) != target.shape:
+                try:
+                    fits = np.broadcast_shapes(value.shape, target.shape) == target.shape
+                except ValueError:
+                    fits = False
+                if not fits:
                     raise ShapeError(f"non-broadcastable output operand with shape "
                                      f"{target.shape} doesn't match the broadcast shape "
                                      f"{value.shape}")
@@ -276,6 +287,26 @@ def _arg_reduction(name: str):
     return impl
 
 
+def _dot(a, b, out=None):
+    """``np.dot`` of vectors and matrices is their ``matmul``."""
+    if out is not None or not all(isinstance(x, (Container, np.ndarray)) and 1 <= x.ndim <= 2
+                                  for x in (a, b)):
+        raise _Unsupported
+    return views.matmul(a, b)
+
+
+def _squeeze(a, axis=None):
+    """A matrix with one axis of length 1 as the Vector view along its other axis (what
+    else NumPy squeezes to has no container: 0-d results, on the host)."""
+    if not isinstance(a, Container) or a.ndim != 2 or a.shape.count(1) != 1:
+        raise _Unsupported
+    unit = a.shape.index(1)
+    if axis is not None and (axis if isinstance(axis, tuple) else (axis,)) not in \
+            ((unit,), (unit - 2,)):
+        raise _Unsupported
+    return a[0, :] if unit == 0 else a[:, 0]
+
+
 def _logical(name: str):
     def impl(a, axis=None, out=None, keepdims=False, **kwargs):
         if out is not None or keepdims or kwargs or not isinstance(a, Container):
@@ -347,6 +378,8 @@ _FUNCTIONS = {
     np.mean: _reduction("mean"),
     np.argmin: _arg_reduction("argmin"),
     np.argmax: _arg_reduction("argmax"),
+    np.dot: _dot,
+    np.squeeze: _squeeze,
     np.any: _logical("any"),
     np.all: _logical("all"),
     np.round: _round,

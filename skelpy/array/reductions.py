@@ -94,6 +94,8 @@ def _axis(x: Container, axis):
     out = []
     for a in axes:
         try:
+            if isinstance(a, (bool, np.bool_)):
+                raise TypeError
             a = operator.index(a)
         except TypeError:
             raise DTypeError(f"an axis must be an integer, not {type(a).__name__}") from None

@@ -115,6 +115,10 @@ class ArraySurface:
         """A copy of the elements as a Vector, in C order (``reshape(-1)`` is the view)."""
         return array_backend().astype(self.reshape(-1), self.dtype, True)
 
+    def squeeze(self, axis=None):
+        """The Vector view of a matrix with one axis of length 1 (as ``np.squeeze``)."""
+        return np.squeeze(self, axis)
+
     def fill(self, value) -> None:
         """Set every element to ``value`` (in this container's dtype, as NumPy's fill)."""
         self[:] = value
