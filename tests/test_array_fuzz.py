@@ -221,6 +221,12 @@ def test_divmod_and_methods_numpy_arrays_have():
         np.testing.assert_array_equal(r.to_numpy(), a % b)
     v = sk.Vector(a)
     np.testing.assert_array_equal(v.clip(-1, 1).to_numpy(), a.clip(-1, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sk.HostFallbackWarning)
+        np.testing.assert_array_equal(np.clip(v, None, 1).to_numpy(), np.clip(a, None, 1))
+        # a Python int past int8's range is clamped to it, as NumPy does (it wrapped: 44)
+        a8 = a.astype(np.int8)
+        np.testing.assert_array_equal(np.clip(sk.Vector(a8), -300, 300).to_numpy(), a8)
     assert v.tolist() == a.tolist() and v.item(1) == -7
     f = sk.Matrix(np.arange(6, dtype=np.int32).reshape(2, 3)).T.flatten()
     np.testing.assert_array_equal(f.to_numpy(), np.arange(6).reshape(2, 3).T.flatten())

@@ -10,6 +10,7 @@ the first time each one is met: never silently.
 
 from __future__ import annotations
 
+import builtins
 import warnings
 
 import numpy as np
@@ -260,12 +261,28 @@ def _where(cond, x=None, y=None):
     return expression.apply("where", operands)
 
 
-def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
-    if out is not None or kwargs or a_min is None or a_max is None:
+def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None,  # noqa: A002
+          **kwargs):
+    """``np.clip`` on the device; with one bound None it is NumPy's own ``np.minimum`` or
+    ``np.maximum`` (what NumPy computes then)."""
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    if out is not None or kwargs or (lo is None and hi is None):
         raise _Unsupported
-    operands = _operands((a, a_min, a_max))
+    if isinstance(a, Container) and a.dtype.kind in "iu":
+        # NumPy clips integers with Python ints past their dtype's range at that range
+        # (np.clip(int8, -300, 300) is the identity), never wrapping the bound
+        info = np.iinfo(a.dtype)
+        lo, hi = (builtins.min(builtins.max(b, int(info.min)), int(info.max))
+                  if type(b) is int else b for b in (lo, hi))
+    operands = _operands((a, lo if lo is not None else hi) if lo is None or hi is None
+                         else (a, lo, hi))
     if operands is None:
         raise _Unsupported
+    if lo is None:
+        return expression.apply("minimum", operands)
+    if hi is None:
+        return expression.apply("maximum", operands)
     return expression.apply("clip", operands)
 
 
