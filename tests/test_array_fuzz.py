@@ -255,6 +255,12 @@ def test_matrix_vector_products_squeeze_and_comparing_with_none():
         sk.Matrix(A) @ sk.Vector(np.ones(5, np.float32))
     v = sk.Vector(x)
     np.testing.assert_array_equal(np.asarray(v == None), np.zeros(7, bool))   # noqa: E711
+    b = np.broadcast_to(v, (2, 7))     # read-only, as NumPy's (writes changed v, repeatedly)
+    for write in (lambda: b.__setitem__((0, 0), 9), lambda: b.__iadd__(1),
+                  lambda: np.add(v, 1, out=b)):
+        with pytest.raises(ValueError, match="read-only"):
+            write()
+    np.testing.assert_array_equal(v.to_numpy(), x)
     np.testing.assert_array_equal(np.asarray(v != "a"), np.ones(7, bool))
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import runtime as _rt
 from ..containers import Container, Matrix, Vector
-from ..containers.layout import Layout, c_strides, is_contiguous
+from ..containers.layout import Layout, c_strides, check_writable, is_contiguous
 from ..dtypes import storage_c_type
 from ..errors import DTypeError, ShapeError
 from ..skeletons.kernel_source import kernel_file
@@ -96,6 +96,7 @@ def _is_element_key(target: Container, key) -> bool:
 
 
 def _store(target: Container, value: Container) -> None:
+    check_writable(target.layout, target.shape, target)
     if value.shape != target.shape:
         value = value.broadcast_to(target.shape)
     rt = _rt.current()

@@ -283,6 +283,7 @@ class Container(ArraySurface):
         and the index is basic (ints and slices): then only the touched elements move. A
         container (or array expression) written into a part of a container on the device
         is copied there by a kernel."""
+        _layout.check_writable(self._layout, self._shape, self)
         hook = Container.collective
         if hook is not None and hook.active():      # under MPI: every rank writes the same
             hook.host_write(self, key, value)
@@ -326,6 +327,7 @@ class Container(ArraySurface):
         """``with v.host_edit() as a:`` gives the data as a writable ndarray for in-place
         NumPy work; skeletons called inside or after the block see the edits. The array
         becomes read-only when the block ends: do not keep it."""
+        _layout.check_writable(self._layout, self._shape, self)
         hook = Container.collective
         hook = hook if hook is not None and hook.active() else None
         if hook is not None:                        # under MPI: every rank edits the same
