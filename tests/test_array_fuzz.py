@@ -234,6 +234,8 @@ def test_divmod_and_methods_numpy_arrays_have():
     np.testing.assert_array_equal(v.to_numpy(), np.full(5, 4))
     with pytest.warns(sk.HostFallbackWarning):
         assert v.std() == 0.0
+    with pytest.warns(sk.HostFallbackWarning):       # keywords the device has not: NumPy's
+        np.testing.assert_array_equal(v.sum(keepdims=True), [20])
 
 
 def test_matrix_vector_products_squeeze_and_comparing_with_none():

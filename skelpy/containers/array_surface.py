@@ -76,32 +76,53 @@ class ArraySurface:
         """The elements converted to ``dtype`` (lazy: fused into the kernel that reads it)."""
         return array_backend().astype(self, dtype, copy)
 
-    def sum(self, axis=None, dtype=None):
+    # The reductions: on the device; NumPy's other keywords (``keepdims``, ``out``,
+    # ``initial``, ``where``) go through ``np.<name>``, which does what it can on the
+    # device and the rest on the host, with a one-time warning.
+    def sum(self, axis=None, dtype=None, **kwargs):
+        if kwargs:
+            return np.sum(self, axis=axis, dtype=dtype, **kwargs)
         return array_backend().reduce("sum", self, axis, dtype)
 
-    def prod(self, axis=None, dtype=None):
+    def prod(self, axis=None, dtype=None, **kwargs):
+        if kwargs:
+            return np.prod(self, axis=axis, dtype=dtype, **kwargs)
         return array_backend().reduce("prod", self, axis, dtype)
 
-    def min(self, axis=None):
+    def min(self, axis=None, **kwargs):
+        if kwargs:
+            return np.min(self, axis=axis, **kwargs)
         return array_backend().reduce("min", self, axis, None)
 
-    def max(self, axis=None):
+    def max(self, axis=None, **kwargs):
+        if kwargs:
+            return np.max(self, axis=axis, **kwargs)
         return array_backend().reduce("max", self, axis, None)
 
-    def mean(self, axis=None, dtype=None):
+    def mean(self, axis=None, dtype=None, **kwargs):
+        if kwargs:
+            return np.mean(self, axis=axis, dtype=dtype, **kwargs)
         return array_backend().reduce("mean", self, axis, dtype)
 
-    def argmin(self, axis=None):
+    def argmin(self, axis=None, **kwargs):
+        if kwargs:
+            return np.argmin(self, axis=axis, **kwargs)
         return array_backend().reduce("argmin", self, axis, None)
 
-    def argmax(self, axis=None):
+    def argmax(self, axis=None, **kwargs):
+        if kwargs:
+            return np.argmax(self, axis=axis, **kwargs)
         return array_backend().reduce("argmax", self, axis, None)
 
-    def any(self, axis=None):
+    def any(self, axis=None, **kwargs):
         """Whether any element is true (nonzero, NaN included), as ``np.any``: on the device."""
+        if kwargs:
+            return np.any(self, axis=axis, **kwargs)
         return array_backend().reduce("any", self, axis, None)
 
-    def all(self, axis=None):
+    def all(self, axis=None, **kwargs):
+        if kwargs:
+            return np.all(self, axis=axis, **kwargs)
         return array_backend().reduce("all", self, axis, None)
 
     def clip(self, min=None, max=None) -> Container:          # noqa: A002 - NumPy's names
