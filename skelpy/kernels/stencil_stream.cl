@@ -10,7 +10,8 @@
  *     SKP_TB_OL columns on the left and as many as the stages consume on the right (the
  *     overlap, rounded up to whole vectors) are computed again by the neighbouring tiles.  A
  *     stream walks down the `chunk` rows it outputs plus the rows its stages need above and
- *     below ("stream division": many chunks give a GPU enough work-groups).
+ *     below ("stream division": many chunks give a GPU enough work-groups); on a GPU the
+ *     streams of the pass's last work-groups output `schunk` rows (a shorter tail).
  *   - Level 0 is the input, level l + 1 what stage l (muscle l % SKP_TB_K) computes from level
  *     l.  Per step of the walk every level l < T publishes its newest row into a ring of
  *     SKP_TB_P rows in local memory; one barrier; then every stage computes one row.  Stage l
@@ -232,7 +233,8 @@ __kernel __attribute__((reqd_work_group_size(SKP_TB_WC, SKP_TB_WR, 1)))
 void skelpy_stencil_stream(__global SKP_OUT_ST* restrict out,
                            __global const SKP_IN_ST* restrict in,
                            const int rows, const int cols,
-                           const int chunk, const int wout,
+                           const int chunk, const int split, const int schunk,
+                           const int wout,
                            __local SKP_ST* lds
                            SKP_TB_WINDOW_DECL
                            SKP_TB_EXTRA_DECL)
@@ -246,10 +248,16 @@ void skelpy_stencil_stream(__global SKP_OUT_ST* restrict out,
     const int c0 = (int)get_group_id(0) * wout;            /* first output column */
     const int cbase = c0 - SKP_TB_OL;                      /* matrix column of local 0 */
     const int cfirst = cbase + x0;                         /* first matrix column owned */
+    /* Streams before `split` output `chunk` rows each, the rest (the pass's last work-groups,
+     * a multiple of SKP_TB_WR streams: every stream of a work-group walks as many steps)
+     * `schunk` rows: the last wave of a GPU pass ends sooner (see geometry in
+     * stencil_stream.py). */
+    const int sidx = (int)get_group_id(1) * SKP_TB_WR + ls;
+    const int lchunk = sidx < split ? chunk : schunk;      /* rows this stream outputs */
     const int r0 = SKP_TB_ROW_START                         /* first output row */
-                   + ((int)get_group_id(1) * SKP_TB_WR + ls) * chunk;
+                   + (sidx < split ? sidx * chunk : split * chunk + (sidx - split) * schunk);
     const int base = r0 - SKP_TB_HNSUM(SKP_TB_T);          /* row loaded at step 0 */
-    const int nsteps = chunk + SKP_TB_HNSUM(SKP_TB_T) + SKP_TB_OFF(SKP_TB_T) - 1;
+    const int nsteps = lchunk + SKP_TB_HNSUM(SKP_TB_T) + SKP_TB_OFF(SKP_TB_T) - 1;
     __local SKP_ST* const ring = lds + ls * SKP_TB_NXP + SKP_TB_PADL + x0;
 
     /* the padding (and the rest) starts defined */
@@ -500,7 +508,7 @@ void skelpy_stencil_stream(__global SKP_OUT_ST* restrict out,
                     res[skp_m] = v;
                 }
             }
-            if (l + 1 == SKP_TB_T && rin && jr >= r0 && jr < r0 + chunk
+            if (l + 1 == SKP_TB_T && rin && jr >= r0 && jr < r0 + lchunk
                 && jr < SKP_TB_ROW_END) {
                 __global SKP_OUT_ST* const o = out + (SKP_IDX_T)jr * cols + cfirst;
 #if SKP_TB_V > 1
