@@ -226,6 +226,11 @@ class _Abs:
             return (int(res), int(res))
         if isinstance(node, ast.BoolOp):
             vals = [self.ev(v, env) for v in node.values]
+            if note is not None and note.ty.kind != "b":
+                hull = vals[0]   # Python's ``and``/``or``: the value of one of the operands
+                for v in vals[1:]:
+                    hull = _hull(hull, v)
+                return hull
             known = [v for v in vals if v[0] == v[1]]
             if isinstance(node.op, ast.And):
                 if any(v == (0, 0) for v in known):

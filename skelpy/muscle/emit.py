@@ -228,10 +228,21 @@ def _unaryop(cx: EmitContext, node, note, mat):
 
 
 def _boolop(cx: EmitContext, node, note, mat):
-    sym = " && " if isinstance(node.op, ast.And) else " || "
     cx.code.features.op("ops_logic", "b", n=len(node.values) - 1)
-    items = operands(cx.weak, node, mat).items
-    return "(" + sym.join(emit_operand(cx, o) for o in items) + ")", BOOL
+    ops = operands(cx.weak, node, mat)
+    if ops.dtype == BOOL:
+        sym = " && " if isinstance(node.op, ast.And) else " || "
+        return "(" + sym.join(emit_operand(cx, o) for o in ops.items) + ")", BOOL
+    # Python's value: ``a and b`` is ``a ? b : a``, ``a or b`` is ``a ? a : b``; the
+    # deciding operand is emitted twice (muscle expressions have no side effects) and the
+    # others are evaluated only when Python evaluates them.
+    codes = [emit_operand(cx, o) for o in ops.items]
+    code = codes[-1]
+    for c in reversed(codes[:-1]):
+        test = f"({c} != 0)"
+        code = f"({test} ? {code} : {c})" if isinstance(node.op, ast.And) else \
+            f"({test} ? {c} : {code})"
+    return code, ops.dtype
 
 
 def _compare(cx: EmitContext, node, note, mat):
@@ -412,7 +423,22 @@ def _return(cx: EmitContext, s: ast.Return, ind: int) -> None:
 
 
 def _truth(cx: EmitContext, test) -> str:
-    return emit_operand(cx, Operand(test, None, TRUTH))
+    """A condition for ``if (...)``/``while (...)``: without the outer parentheses every
+    comparison is emitted in (``if ((i == 3L))`` made clang warn on every build)."""
+    return _unwrapped(emit_operand(cx, Operand(test, None, TRUTH)))
+
+
+def _unwrapped(code: str) -> str:
+    """``code`` without one pair of parentheses around all of it, if it has one."""
+    if not (code.startswith("(") and code.endswith(")")):
+        return code
+    depth = 0
+    for k, ch in enumerate(code):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and k < len(code) - 1:
+            return code            # "(a) && (b)": the first pair closes early
+    return code[1:-1]
 
 
 def _if(cx: EmitContext, s: ast.If, ind: int) -> None:

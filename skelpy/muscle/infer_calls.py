@@ -173,9 +173,11 @@ def _function(cx: InferenceContext, node: ast.Call, spec: F.FuncSpec, label: str
         return Typed(Ty(out), meaning=FunctionCall(spec, Loop(ins)))
     if canon in ("pymin", "pymax"):
         t = result_type(*tys)
-        return Typed(t, meaning=FunctionCall(spec, SameType(t)))
+        value = _builtin_constant(cx, args, t, min if canon == "pymin" else max)
+        return Typed(t, value, meaning=FunctionCall(spec, SameType(t)))
     if canon == "round":
-        return Typed(WEAK_INT, meaning=FunctionCall(spec, RoundToInt(tys[0])))
+        return Typed(WEAK_INT, _builtin_constant(cx, args, WEAK_INT, round),
+                     meaning=FunctionCall(spec, RoundToInt(tys[0])))
     if canon in ("where", "clip"):
         t = result_type(*(tys[1:] if canon == "where" else tys))
         t = Ty(weak_default(t)) if t.weak else t
@@ -214,7 +216,27 @@ def _function(cx: InferenceContext, node: ast.Call, spec: F.FuncSpec, label: str
         raise cx.err(node, bad, label) from None
     if canon in ("mpow", "fmod") and spec.family == "math" and out.kind != "f":
         ins, out = (FLOAT64,) * len(ins), FLOAT64
+    elif (spec.family == "math" and canon not in F.ROUNDING and out.kind == "f"
+          and all(t.kind in "bi" for t in tys)):
+        # math.* of integers is a Python float (float64), as numba's math functions are;
+        # NumPy's sqrt(int8) would be float16 (float32 here)
+        ins, out = (FLOAT64,) * len(ins), FLOAT64
     return Typed(Ty(out), meaning=FunctionCall(spec, Loop(ins)))
+
+
+def _builtin_constant(cx: InferenceContext, args, t, fn):
+    """``min``/``max``/``round`` of constants, folded as Python computes them, so that the
+    value meets its context as a constant does (``x_u32 + min(-1, 5)`` is out of bounds for
+    uint32, as in NumPy, rather than -1 wrapped); MISSING when an argument is not constant."""
+    consts = [cx.const(a) for a in args]
+    if any(c is MISSING for c in consts):
+        return MISSING
+    try:
+        with np.errstate(all="ignore"):
+            v = fn(*consts)
+        return {"b": bool, "i": int, "f": float}[t.kind](v) if t.weak else t.dtype.type(v)
+    except (ValueError, OverflowError, TypeError):
+        return MISSING
 
 
 def _helper(cx: InferenceContext, node: ast.Call, fn, label: str) -> Typed:

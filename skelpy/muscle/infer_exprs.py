@@ -336,13 +336,24 @@ def build_UnaryOp(cx: InferenceContext, node: ast.UnaryOp) -> Typed:
 
 
 def build_BoolOp(cx: InferenceContext, node: ast.BoolOp) -> Typed:
+    """``and``/``or`` as Python has them: the value of the operand that decides (``x or 5``
+    is ``x`` when ``x`` is true, else 5), not a bool. Operands that are all bools give a
+    bool; otherwise the operands are promoted to one type, as the branches of ``a if c else
+    b`` are (numba's rule too)."""
     tys = [cx.type(v) for v in node.values]
     consts = [cx.const(v) for v in node.values]
+    t = result_type(*tys)
+    if t.kind == "b":
+        t = Ty(BOOL, all(u.weak for u in tys))
     value = MISSING
     if all(c is not MISSING for c in consts):
-        v = all(consts) if isinstance(node.op, ast.And) else any(consts)
-        value = v if all(t.weak for t in tys) else np.bool_(v)
-    return Typed(Ty(BOOL, all(t.weak for t in tys)), value)
+        v = consts[-1]
+        for c in consts[:-1]:
+            if bool(c) == isinstance(node.op, ast.Or):   # the deciding operand
+                v = c
+                break
+        value = {"b": bool, "i": int, "f": float}[t.kind](v) if t.weak else t.dtype.type(v)
+    return Typed(t, value)
 
 
 def build_Compare(cx: InferenceContext, node: ast.Compare) -> Typed:

@@ -185,14 +185,12 @@ class WeakTypes:
 
     def operand_context(self, operand, t: Ty, node, mat) -> np.dtype | None:
         """Context for an operand of weak operation ``node`` of type ``t``: float contexts
-        pass down; weak ints compute in long but still tell weak int parameters an outer
-        integer context (literals there stay long: Python ints do not wrap)."""
+        pass down; weak ints compute in long, operands included (Python ints do not wrap:
+        with ``s = 300``, ``x8 + s // 4`` adds 75, so ``s`` must not be passed as int8; only
+        a parameter that meets int8 itself, as in ``x8 + s``, is)."""
         if t.kind == "f":
             return self.float_context(node, mat)
-        if (t.kind == "i" and self.body.const(operand) is NO_CONST and mat is not None
-                and mat.kind in "iu"):
-            return mat
-        return None
+        return INT64 if t.kind == "i" else None
 
     def literal_dtype(self, node, value, t: Ty, mat) -> np.dtype:
         """The dtype a constant is written in, in context ``mat`` (a Python int that does not
@@ -326,7 +324,18 @@ def _rule_UnaryOp(wt, node, note, mat) -> Operands:
 
 
 def _rule_BoolOp(wt, node, note, mat) -> Operands:
-    return Operands(tuple(Operand(v, None, TRUTH) for v in node.values), BOOL)
+    """Bools: each operand tested for truth. Otherwise each operand is computed in the
+    result's type (the emitter tests it for truth after that conversion: promotion never
+    turns a non-zero into zero, nor NaN into a number)."""
+    t = note.ty
+    if t.kind == "b":
+        return Operands(tuple(Operand(v, None, TRUTH) for v in node.values), BOOL)
+    if t.weak:
+        d = wt.weak_dtype(t, node, mat)
+        return Operands(tuple(Operand(v, wt.operand_context(v, t, node, mat), d)
+                              for v in node.values), d)
+    d = t.dtype
+    return Operands(tuple(Operand(v, d, d) for v in node.values), d)
 
 
 def _rule_Compare(wt, node, note, mat) -> Operands:

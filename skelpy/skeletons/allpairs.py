@@ -43,7 +43,7 @@ from .. import runtime as _rt
 from ..containers import Container, IndexSpace, Matrix, array_backend, empty_like_shape
 from ..distribution import allpairs as distributed_allpairs
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
-from ..errors import DTypeError, RefusedParameters, ShapeError
+from ..errors import DTypeError, RefusedParameters, ShapeError, SkelpyError
 from ..muscle import Muscle
 from ..muscle.params import Accessor, Scalar
 from ..tuner.space import Param, ParamSpace
@@ -58,7 +58,7 @@ from .arguments import (
 from .base import Skeleton, checked_signature
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import check_identity, device_options, identity_value, local_budget
-from .fold_muscle import arithmetic_kind
+from .fold_muscle import arithmetic_kind, check_neutral
 from .kernel_source import SourceBuilder
 from .limits import Legality, Rule, check_output, one_of
 from .plan import Plan, feature_dict
@@ -230,6 +230,19 @@ class AllPairsPlan(Plan):
         return space, legality
 
 
+def _origins(**muscles) -> str:
+    """Where the muscles given to a misused constructor are (file:line), for its message."""
+    parts = []
+    for name, m in muscles.items():
+        if m is None:
+            continue
+        try:
+            parts.append(f"{name}={(m if isinstance(m, Muscle) else Muscle(m)).origin}")
+        except SkelpyError:
+            parts.append(f"{name}={m!r}")
+    return ", ".join(parts)
+
+
 class AllPairs(Skeleton):
     """``AllPairs(zip=g, reduce=h, identity=0)(A, B)`` or ``AllPairs(f)(A, B)``: C (n, m) from
     A (n, d) and B (m, d); see the module docstring. A @ B is ``AllPairs(zip=mul,
@@ -241,16 +254,19 @@ class AllPairs(Skeleton):
                  out_dtype=None):
         generic = f is not None
         if generic and (zip is not None or reduce is not None):
-            raise ShapeError("AllPairs: give either f (the generic form) or zip= and reduce=, "
-                             "not both")
+            raise ShapeError(f"AllPairs({_origins(f=f, zip=zip, reduce=reduce)}): give either "
+                             "f (the generic form) or zip= and reduce=, not both")
         if not generic and (zip is None or reduce is None):
-            raise ShapeError("AllPairs: needs a muscle f, or both zip= and reduce=")
+            raise ShapeError(f"AllPairs({_origins(zip=zip, reduce=reduce)}): needs a muscle f, "
+                             "or both zip= and reduce=")
         self.generic = generic
         self.zip_muscle = None if generic else (zip if isinstance(zip, Muscle) else Muscle(zip))
         super().__init__(f if generic else reduce, out_dtype=out_dtype)
         self.identity = None if generic else check_identity(identity, self.origin)
         # a reduce muscle that computes a + b gets compensated k-chunks (allpairs.cl)
         self._adds = not generic and arithmetic_kind(reduce) == "add"
+        self._reduce_fn = None if generic or self.muscle.is_c else reduce
+        self._neutral_checked: set = set()
 
     @property
     def origin(self) -> str:
@@ -297,6 +313,9 @@ class AllPairs(Skeleton):
             at_chunk = len(fixed) + 1            # where the chunk argument goes (zip/reduce)
             if not self.generic:
                 fixed.append(identity_value(self.identity, acc, self.origin))
+                if d > 0 and acc not in self._neutral_checked:
+                    check_neutral(self._reduce_fn, acc, self.identity, self.origin)
+                    self._neutral_checked.add(acc)
             tail = extra_kernel_args(extras_desc, extras_val, plan.muscle, 2, rt, self.origin)
             checks = check_buffer(plan, rt)
             if checks is not None:

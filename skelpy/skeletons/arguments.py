@@ -338,6 +338,12 @@ def scalar_value(value, dtype: np.dtype, origin: str = ""):
     """A Python/NumPy scalar as the kernel argument of ``dtype`` (bool travels as uchar)."""
     if dtype == np.bool_:
         return np.uint8(bool(value))
+    if type(value) is int and dtype.kind in "iu" and not (
+            np.iinfo(dtype).min <= value <= np.iinfo(dtype).max):
+        # a Python int meets this integer type in the muscle: NumPy raises there (NEP 50)
+        where = f"{origin}: " if origin else ""
+        raise DTypeError(f"{where}Python integer {value} out of bounds for {dtype}, the type "
+                         "the muscle computes it in (as in NumPy)")
     try:
         with np.errstate(all="ignore"):
             return np.asarray(value).astype(dtype)[()]

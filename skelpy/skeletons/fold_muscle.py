@@ -45,8 +45,8 @@ from ..errors import DTypeError, SkelpyError
 from ..muscle import Muscle
 from ..muscle.params import Scalar
 
-__all__ = ["arithmetic_kind", "dtype_argument", "fold_dtype", "muscle_is_commutative",
-           "numpy_sum_dtype"]
+__all__ = ["arithmetic_kind", "check_neutral", "dtype_argument", "fold_dtype",
+           "muscle_is_commutative", "numpy_sum_dtype"]
 
 # (a, b) samples: signs, zero, equal operands, magnitudes that tell +, *, |, ^, max apart.
 _INT_SAMPLES = ((3, 5), (-7, 11), (1_000_003, 17), (0, 9), (12, 12), (-4, -6), (6, 0))
@@ -162,3 +162,33 @@ def muscle_is_commutative(fn, dtype: np.dtype, identity) -> bool:
     except Exception:  # noqa: BLE001 - any failure means "don't know": keep order
         return False
     return True
+
+
+def check_neutral(fn, dtype: np.dtype, identity, origin: str) -> None:
+    """Raise a DTypeError when a Python muscle shows ``identity`` is not its neutral element:
+    ``f(id, id) != id`` (``add`` with 7, ``mul`` with 2). The kernels start every partial
+    result and pad every tile with the identity, so a non-neutral one would be folded in a
+    number of times that depends on the launch point: a wrong answer, different per device.
+    (Folding nothing gives the identity, as documented, and is not checked. An OpenCL C
+    muscle, or one that cannot run on the host, is not checked.)"""
+    if fn is None or isinstance(fn, (str, Muscle)) or not callable(fn):
+        return
+    dt = np.dtype(dtype)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = np.bool_(identity) if dt == np.bool_ else np.asarray(identity).astype(dt)[()]
+            r = np.asarray(fn(s, s))
+            if r.shape != () or r.dtype.kind not in "biuf":
+                return
+            same = bool(r == s) or (r.dtype.kind == "f" and dt.kind == "f"
+                                    and bool(np.isnan(r)) and bool(np.isnan(s)))
+    except Exception:  # noqa: BLE001 - a muscle that cannot run on the host: not checked
+        return
+    if not same:
+        raise DTypeError(
+            f"{origin}: identity {identity!r} is not the operator's neutral element in {dt} "
+            f"(f({s.item()!r}, {s.item()!r}) = {r.item()!r}); every partial result starts "
+            "from it, so the result would depend on the launch point. Give the neutral "
+            "element (0 for +, 1 for *, -inf or np.iinfo(dtype).min for max) and combine a "
+            "start value with the result yourself")

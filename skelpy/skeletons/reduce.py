@@ -65,7 +65,13 @@ from .arguments import (
 from .base import Skeleton, check_same_shape, checked_signature
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import as_scalar, check_identity, identity_value
-from .fold_muscle import arithmetic_kind, dtype_argument, fold_dtype, muscle_is_commutative
+from .fold_muscle import (
+    arithmetic_kind,
+    check_neutral,
+    dtype_argument,
+    fold_dtype,
+    muscle_is_commutative,
+)
 from .kernel_source import SourceBuilder
 from .plan import feature_dict
 from .reduce_plan import PAIRWISE_LEAF, PAIRWISE_LEAVES, ReducePlan
@@ -104,6 +110,13 @@ class _Reduction(Skeleton):
         self.axis = axis
         self.commutative = None if commutative is None else bool(commutative)
         self._commutative_cache: dict[np.dtype, bool] = {}
+
+    def _check_neutral(self, acc: np.dtype) -> None:
+        checked = self.__dict__.setdefault("_neutral_checked", set())
+        if acc not in checked:
+            check_neutral(None if self.muscle.is_c else self._reduce_fn, acc, self.identity,
+                          self.origin)
+            checked.add(acc)
 
     def _is_commutative(self, acc: np.dtype) -> bool:
         if self.commutative is not None:
@@ -198,6 +211,8 @@ class _Reduction(Skeleton):
                                            reads_result=True if axis is None else None)
         plan.check_device(rt)
         ident = identity_value(self.identity, plan.out_dtype, self.origin)
+        if math.prod(shape) > 0:
+            self._check_neutral(plan.out_dtype)
         fixed = []
         with self._naming_errors():
             for kind, c in zip(plan.inputs, inputs, strict=True):

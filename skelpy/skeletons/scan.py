@@ -68,7 +68,7 @@ from .fold_common import (
     power_of_two,
     work_group_rules,
 )
-from .fold_muscle import arithmetic_kind, dtype_argument, fold_dtype
+from .fold_muscle import arithmetic_kind, check_neutral, dtype_argument, fold_dtype
 from .kernel_source import SourceBuilder
 from .limits import Legality, Rule, at_least, check_output
 from .plan import Plan, feature_dict
@@ -245,6 +245,10 @@ class Scan(Skeleton):
         st = storage_dtype(acc)
         ident = identity_value(self.identity, acc, self.origin)
         n = c.size
+        if n > 0 and acc not in self.__dict__.setdefault("_neutral_checked", set()):
+            check_neutral(None if self.muscle.is_c else self._fn, acc, self.identity,
+                          self.origin)
+            self._neutral_checked.add(acc)
         check_output(self.origin, c.shape, acc, rt)
         if n == 0:
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)

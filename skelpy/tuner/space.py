@@ -101,6 +101,8 @@ class ParamSpace:
                     f"launch parameter {k}={v!r} is not one of {list(spec.values)}")
             if spec.numeric and (not isinstance(v, numbers.Real) or isinstance(v, bool)):
                 raise ParameterError(f"launch parameter {k}={v!r} must be a number")
+            if spec.numeric and not float(v).is_integer():   # wg=3.5 launched 3 work-items
+                raise ParameterError(f"launch parameter {k}={v!r} must be a whole number")
             out[k] = v
         missing = [n for n in self.names if n not in out]
         if missing:
