@@ -109,8 +109,11 @@ def fused_stencil(skel: Stencil, x: Container, extras: tuple, iterations: int, o
 
 def _outside_value(cval, dtype: np.dtype):
     """A value of ``dtype`` that the constant is not (the indicator's inside value)."""
-    with np.errstate(all="ignore"):
-        c = np.asarray(cval).astype(dtype)[()]
+    try:
+        with np.errstate(all="ignore"):
+            c = np.asarray(cval).astype(dtype)[()]
+    except OverflowError:   # an int beyond dtype: the fused call raises the user's DTypeError
+        return 0
     return 0 if c == 1 else 1
 
 

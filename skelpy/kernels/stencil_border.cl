@@ -38,6 +38,34 @@ inline int skp_border_once_hi(const int x, const int n, const int mode)
     return x >= n ? above : y;
 }
 
+/* x mapped into [0, n) for any x (the periodic modes fold far reaches back again and again):
+ * one fold when x is at most n outside, else a division.  For kernels whose reads are not
+ * bounded by a compile-time reach (the streaming passes' overlapped tiles), and for reaches over
+ * SKP_FOLD_MAX_REACH (below). */
+inline int skp_border_index(int x, const int n, const int mode)
+{
+    if ((uint)x < (uint)n)
+        return x;
+    if (mode == SKP_MODE_CONSTANT || mode == SKP_MODE_NEAREST)
+        return clamp(x, 0, n - 1);
+    if (mode == SKP_MODE_MIRROR && n == 1)
+        return 0;
+    if (mode == SKP_MODE_MIRROR ? (x > -n && x < 2 * n - 1) : (x >= -n && x < 2 * n))
+        return skp_border_once(x, n, mode);
+    const int p = mode == SKP_MODE_WRAP ? n : mode == SKP_MODE_REFLECT ? 2 * n : 2 * n - 2;
+    int y = x % p;
+    if (y < 0)
+        y += p;
+    return mode == SKP_MODE_WRAP ? y : y < n ? y : (mode == SKP_MODE_REFLECT ? p - 1 - y : p - y);
+}
+
+/* The most folds skp_border_fold and skp_border_offset unroll: each edge read costs `reach`
+ * compares and selects, so beyond it (a 129 x 129 neighbourhood, or a shape declared far wider
+ * than the offsets read) a read maps its index with skp_border_index's division instead.  A
+ * declared reach of 2^31 - 1 in reflect mode otherwise looped 2^31 times per edge read (a
+ * 5 x 6 matrix took 6 minutes).  `reach` is a compile-time constant: a kernel keeps one way. */
+#define SKP_FOLD_MAX_REACH 64
+
 /* x mapped into [0, n) for x within `reach` of the matrix, x in [-reach, n - 1 + reach] (the
  * caller keeps x there: reads of computed cells are, and a local tile's halo beyond the matrix
  * is clamped first).  Constant: the nearest cell (callers replace the value).
@@ -58,6 +86,8 @@ static inline int skp_border_fold(int x, const int n, const int mode, const int 
 {
     if (mode == SKP_MODE_CONSTANT || mode == SKP_MODE_NEAREST)
         return x < 0 ? 0 : x >= n ? n - 1 : x;
+    if (reach > SKP_FOLD_MAX_REACH)
+        return skp_border_index(x, n, mode);
 #pragma unroll
     for (int i = 0; i < reach; ++i)
         x = skp_border_once(x, n, mode);
@@ -82,6 +112,8 @@ static inline int skp_border_offset(const int c, const int d, const int n, const
     int x = c + (mode == SKP_MODE_MIRROR ? d & -(n != 1) : d);
     if (mode == SKP_MODE_CONSTANT || mode == SKP_MODE_NEAREST)
         return d < 0 ? (x < 0 ? 0 : x) : (x >= n ? n - 1 : x);
+    if (reach > SKP_FOLD_MAX_REACH)
+        return skp_border_index(x, n, mode);
     /* the first fold: x can only be beyond the side d points to (mirror's low side written
      * as x - 2 min(x, 0): `x < 0 ? -x : x` becomes llvm.abs, see skp_border_once) */
     const int lo = mode == SKP_MODE_WRAP ? x + n : -x - 1;
@@ -97,24 +129,4 @@ static inline int skp_border_offset(const int c, const int d, const int n, const
         x = i < folds ? y : x;
     }
     return x;
-}
-
-/* x mapped into [0, n) for any x (the periodic modes fold far reaches back again and again):
- * one fold when x is at most n outside, else a division.  For kernels whose reads are not
- * bounded by a compile-time reach (the streaming passes' overlapped tiles). */
-inline int skp_border_index(int x, const int n, const int mode)
-{
-    if ((uint)x < (uint)n)
-        return x;
-    if (mode == SKP_MODE_CONSTANT || mode == SKP_MODE_NEAREST)
-        return clamp(x, 0, n - 1);
-    if (mode == SKP_MODE_MIRROR && n == 1)
-        return 0;
-    if (mode == SKP_MODE_MIRROR ? (x > -n && x < 2 * n - 1) : (x >= -n && x < 2 * n))
-        return skp_border_once(x, n, mode);
-    const int p = mode == SKP_MODE_WRAP ? n : mode == SKP_MODE_REFLECT ? 2 * n : 2 * n - 2;
-    int y = x % p;
-    if (y < 0)
-        y += p;
-    return mode == SKP_MODE_WRAP ? y : y < n ? y : (mode == SKP_MODE_REFLECT ? p - 1 - y : p - y);
 }

@@ -115,6 +115,9 @@ class Stencil(Skeleton):
             cval = cval.item()
         if not isinstance(cval, (bool, int, float)):
             raise self._error(DTypeError, f"cval must be a real number, got {cval!r}")
+        if isinstance(cval, int) and not -2**1024 < cval < 2**1024:
+            # beyond float64 (and every dtype a matrix can have): it would overflow each cast
+            raise self._error(DTypeError, f"cval={cval} is beyond the range of every dtype")
         self.cval = cval
         self._check_early()
 
@@ -124,6 +127,10 @@ class Stencil(Skeleton):
 
     def __rshift__(self, other) -> StencilSequence:
         return StencilSequence(self, other)
+
+    def __rrshift__(self, other) -> StencilSequence:
+        # ``m >> stencil`` (or ``5 >> stencil``): the sequence names what is not a Stencil
+        return StencilSequence(other, self)
 
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, m=_NO_INPUT, *extras, iterations: int = 1,
@@ -135,11 +142,14 @@ class Stencil(Skeleton):
                 f"{self.origin}: missing the input matrix (the call takes {_CALL})")
         if params is None and isinstance(m, Matrix) and m.is_pending:
             # a pending array expression: read at each neighbour in this kernel (skelpy.array)
+            iterations = check_iterations(self.origin, iterations)
             out = array_backend().fused_stencil(self, m, extras, iterations, out_dtype)
             if out is not None:
                 return out
         fast = self._ready()
-        if fast is not None and iterations == 1 and params is None and out_dtype is None:
+        # (``type(...) is int``: iterations=True or 1.0 are errors, not one step)
+        if fast is not None and type(iterations) is int and iterations == 1 and params is None \
+                and out_dtype is None:
             out = fast(m, extras)
             if out is not None:
                 return out
@@ -147,6 +157,7 @@ class Stencil(Skeleton):
         forced = self._check_params_arg(params)
         src = self._as_input(m)
         if iterations == 0:
+            self._bind(src, extras, out_dtype)     # misuse is an error with no step to run too
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             return src.copy()
         if _rt.current().group is not None:              # several devices at once

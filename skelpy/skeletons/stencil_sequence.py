@@ -109,10 +109,12 @@ class StencilSequence:
         ``{"fuse": 2, "tb_wc": ..., ...}`` (streamed)."""
         iterations = check_iterations(self.origin, iterations)
         fused_forced, stage_params = self._split_params(params)
+        self._check_extras(extras)
         for stage in self.stages:
             stage._ready()
         src = self.stages[0]._as_input(m)
         if iterations == 0:
+            self._bind_all(src, extras)         # misuse is an error with no step to run too
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None, source="none")
             self.last_launch.fused = self.last_launch.streamed = False
             return src.copy()
@@ -387,6 +389,7 @@ class StencilSequence:
         per stage in order, each as ``Stencil.source`` shows it (after a comment naming the
         stage)."""
         fused_forced, stage_params = self._split_params(params)
+        self._check_extras(extras)
         src = self.stages[0]._as_input(m)
         rt = _rt.current()
         if all(p is None for p in stage_params):
@@ -418,6 +421,13 @@ class StencilSequence:
         return "\n".join(texts)
 
     # -- binding -------------------------------------------------------------------------------
+    def _check_extras(self, extras: Sequence) -> None:
+        """Extras that no stage takes are a mistake (as for a Stencil's call)."""
+        most = max(max(s.muscle.n_params - 1, 0) for s in self.stages)
+        if len(extras) > most:
+            raise ShapeError(f"{self.origin}: {len(extras)} extra argument(s) given; the "
+                             f"stages take at most {most} (each the first ones it has)")
+
     def _bind_stage(self, i: int, cur: Matrix, extras: Sequence) -> BoundStencil:
         stage = self.stages[i]
         n_extra = max(stage.muscle.n_params - 1, 0)

@@ -17,8 +17,12 @@ import numpy as np
 from ..dtypes import storage_c_type, storage_dtype
 from ..errors import DTypeError, ParameterError, ShapeError
 
-__all__ = ["Shape", "BORDERS", "border_mode", "cval_literal", "check_cval", "resolve_shape",
-           "table_entry"]
+#: The farthest a stencil may reach (kernels index with 32-bit ints: a reach near 2^31 wrapped
+#: around; a neighbourhood wider than a million cells is a mistake, not a stencil).
+MAX_REACH = 2**20
+
+__all__ = ["Shape", "MAX_REACH", "BORDERS", "border_mode", "cval_literal", "check_cval",
+           "resolve_shape", "table_entry"]
 
 #: Border modes (scipy.ndimage names) -> SKP_MODE values in stencil_common.cl.
 BORDERS = {"constant": 0, "nearest": 1, "wrap": 2, "reflect": 3, "mirror": 4}
@@ -42,6 +46,9 @@ class Shape:
             v = getattr(self, name)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise ShapeError(f"Shape: {name} must be a non-negative int, got {v!r}")
+            if v > MAX_REACH:
+                raise ShapeError(f"Shape: {name}={v} is over skelpy's maximum reach "
+                                 f"MAX_REACH ({MAX_REACH})")
             object.__setattr__(self, name, int(v))
 
     @classmethod
@@ -52,6 +59,9 @@ class Shape:
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
             if value < 0:
                 raise ShapeError(f"stencil shape must be >= 0, got {value}")
+            if value > MAX_REACH:
+                raise ShapeError(f"stencil shape {value} is over skelpy's maximum reach "
+                                 f"MAX_REACH ({MAX_REACH})")
             v = int(value)
             return cls(north=v, south=v, east=v, west=v)
         raise ShapeError(f"stencil shape must be an int or sk.Shape(north=, south=, east=, "
@@ -90,25 +100,43 @@ def border_mode(border) -> str:
 
 
 def cval_literal(value, dtype: np.dtype) -> str:
-    """``value`` as a C constant of ``dtype``'s storage type, exactly."""
+    """``value`` as a C constant of ``dtype``'s storage type, exactly.
+
+    Total (no exception, no warning): every kernel defines the constant of each storage type
+    it uses, also where the border is not ``constant`` or the constant is never read there;
+    :func:`check_cval` rejects the values a read would get wrong (``nan`` for an integer
+    matrix, ``300`` for uint8, ``1e300`` for float32) before any kernel reads them."""
     st = storage_c_type(dtype)
     dt = storage_dtype(dtype)
     if dt.kind == "f":
-        v = float(dt.type(value))
+        with np.errstate(over="ignore"):
+            v = float(dt.type(value))
         if math.isnan(v):
             return f"(({st})NAN)"
         if math.isinf(v):
             return f"(({st})({'-' if v < 0 else ''}INFINITY))"
         return f"(({st})({v.hex()}{'f' if dt == np.float32 else ''}))"
-    v = int(np.asarray(value).astype(dt)[()])
-    bits = v & ((1 << (8 * dt.itemsize)) - 1)
+    try:
+        v = int(value)                  # truncated, as NumPy's cast of a float
+    except (OverflowError, ValueError):  # inf, nan: no integer holds them (never read)
+        v = 0
+    bits = v & ((1 << (8 * dt.itemsize)) - 1)     # two's complement: NumPy's wrap-around
     return f"(({st})0x{bits:x}UL)"
 
 
 def check_cval(cval, dtype: np.dtype, what: str, origin: str) -> None:
+    """Whether ``cval`` (a bool, int or float within float64's range: Stencil checks) is a
+    value of ``dtype``, as border='constant' reads it there; a DTypeError names it if not."""
     dt = np.dtype(dtype)
+    if dt.kind == "f":
+        with np.errstate(over="ignore"):
+            ok = not math.isfinite(cval) or bool(np.isfinite(dt.type(cval)))
+        if not ok:      # a finite constant beyond the dtype's range
+            raise DTypeError(f"{origin}: cval={cval!r} cannot be represented in {what}'s dtype "
+                             f"{dt} (border='constant' reads cval as that dtype; it overflows "
+                             "to infinity)")
     if dt.kind in "iub":
-        ok = float(cval).is_integer()
+        ok = isinstance(cval, int) or (math.isfinite(cval) and float(cval).is_integer())
         if ok and dt.kind in "iu":
             info = np.iinfo(dt)
             ok = info.min <= int(cval) <= info.max
@@ -137,7 +165,11 @@ def resolve_shape(tm, nb_params: Sequence[int], shape: Shape | None, origin: str
             unknown = True
             _check_constant_sites(tm, p, shape)
             continue
-        inferred = inferred.union(Shape.from_bounds(b))
+        try:
+            inferred = inferred.union(Shape.from_bounds(b))
+        except ShapeError as exc:       # an offset beyond MAX_REACH
+            raise ShapeError(f"{_access_line(tm, p, table_entry(accesses_all, p) or []) or origin}"
+                             f": the muscle reads too far: {exc}") from None
         if shape is not None and not shape.contains(b[0][0], b[1][0]) or \
                 shape is not None and not shape.contains(b[0][1], b[1][1]):
             bad = [a for a in (table_entry(accesses_all, p) or [])

@@ -103,6 +103,8 @@ class ParamSpace:
                 raise ParameterError(f"launch parameter {k}={v!r} must be a number")
             if spec.numeric and not float(v).is_integer():   # wg=3.5 launched 3 work-items
                 raise ParameterError(f"launch parameter {k}={v!r} must be a whole number")
+            if spec.numeric and all(isinstance(c, int) for c in spec.values):
+                v = int(v)          # counts and sizes: reported (last_launch) as plain ints
             out[k] = v
         missing = [n for n in self.names if n not in out]
         if missing:
