@@ -60,6 +60,26 @@ class DTypeError(SkelpyError, TypeError):
     """An unsupported dtype or argument type."""
 
 
+class DTypeOverflowError(DTypeError, OverflowError):
+    """A Python int outside the range of the dtype it meets (``int8_vector + 300``): NumPy's
+    OverflowError, also a DTypeError."""
+
+
+class DTypeValueError(DTypeError, ValueError):
+    """A value NumPy rejects with ValueError for its dtype (NaN written into integers,
+    integers to negative integer powers): also a DTypeError."""
+
+
+def dtype_error_like(exc: BaseException) -> type[DTypeError]:
+    """The DTypeError subclass that is also the builtin class of NumPy's error ``exc`` (so
+    code catching NumPy's OverflowError or ValueError catches skelpy's)."""
+    if isinstance(exc, OverflowError):
+        return DTypeOverflowError
+    if isinstance(exc, ValueError) and not isinstance(exc, TypeError):
+        return DTypeValueError
+    return DTypeError
+
+
 class DeviceError(SkelpyError):
     """No usable OpenCL device, or the device lacks a needed capability (such as fp64)."""
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..containers import Container, Matrix, Vector, storage_and_layout
 from ..dtypes import check_dtype
-from ..errors import DTypeError
+from ..errors import DTypeError, DTypeValueError
 from . import fusion, graph, ops
 from .fusion import PendingNode, Recipe
 from .graph import CONST_SIDS, LEAF_SIDS, SIDS, Leaf, Node
@@ -117,6 +117,8 @@ def apply(op: str, operands: list, where: str | None = None) -> Container:
         _SIGNATURES[key] = shape, out, dtypes
     else:
         shape, out, dtypes = hit
+    if op == "power" and out.kind in "iu":
+        negative_exponent_check(operands[1], where or Where(op))
     args = [node_of(x) if isinstance(x, Container) else graph.const(x, dt)
             for x, dt in zip(operands, dtypes)]
     if op == "power" and graph.is_python_scalar(operands[1]) \
@@ -126,6 +128,21 @@ def apply(op: str, operands: list, where: str | None = None) -> Container:
     if node.n_ops > graph.MAX_OPS or len(node.leaves) > graph.MAX_LEAVES:
         node = Node(op, tuple(bounded(operands, args)), out, shape)
     return fusion.pending_container(node, shape)
+
+
+def negative_exponent_check(exponent, where) -> None:
+    """NumPy's ValueError for integers to a negative integer power, at the operation's line:
+    a scalar exponent is looked at; a container's smallest element is computed now (on the
+    device: the values the pending result will read), as NumPy looks at every element."""
+    if isinstance(exponent, Container):
+        if exponent.dtype.kind != "i" or exponent.size == 0:
+            return
+        from .reductions import reduce
+        negative = reduce("min", exponent, None, None) < 0
+    else:
+        negative = not isinstance(exponent, (bool, np.bool_)) and exponent < 0
+    if negative:
+        raise DTypeValueError(f"{where}: Integers to negative integer powers are not allowed.")
 
 
 #: Exponents written into the kernel (part of its structure): the translator turns them into

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..containers import Container, Matrix, MatrixRow, Vector
 from ..dtypes import check_dtype
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, dtype_error_like
 from . import ops
 
 #: A graph with more operations than this, or more distinct leaves, is evaluated in parts:
@@ -301,16 +301,11 @@ def numpy_dtype(func, operands, where: str) -> np.dtype:
             warnings.simplefilter("ignore")
             out = func(*(probe(x) for x in operands))
     except (TypeError, OverflowError, ValueError) as exc:
-        raise DTypeError(f"{where}: {exc}") from None
+        raise dtype_error_like(exc)(f"{where}: {exc}") from None
     dt = np.asarray(out).dtype
     if dt == np.float16:                        # skelpy computes half results in float32
         return np.dtype(np.float32)
-    try:
-        return check_dtype(dt, where)
-    except DTypeError:
-        raise
-    finally:
-        pass
+    return check_dtype(dt, where)
 
 
 def scalar_dtype(x, operands, position: int, op: str) -> np.dtype:
@@ -320,6 +315,19 @@ def scalar_dtype(x, operands, position: int, op: str) -> np.dtype:
         return check_dtype(np.asarray(x).dtype)
     if op == "where" and position == 0:
         return np.dtype(np.bool_)
+    func = ops.numpy_op(op)
+    if isinstance(func, np.ufunc) and not isinstance(x, bool):
+        # the dtype of the loop NumPy runs: a Python int next to int8 travels as float64 in
+        # ``int8 / 300`` (a float loop), not as a wrapped int8
+        weak_types = [(type(o) if is_python_scalar(o) and not isinstance(o, bool)
+                       else np.dtype(np.bool_) if isinstance(o, bool)
+                       else o.dtype) for o in operands]
+        try:
+            dt = func.resolve_dtypes((*weak_types, *([None] * func.nout)))[position]
+        except (TypeError, ValueError):
+            pass
+        else:
+            return check_dtype(np.float32 if dt == np.float16 else dt)
     others = [probe(o) for k, o in enumerate(operands)
               if k != position and not (op == "where" and k == 0)]
     with warnings.catch_warnings():

@@ -20,13 +20,14 @@ as a view), folding positions with ``min``.
 
 from __future__ import annotations
 
+import operator
 import threading
 
 import numpy as np
 
 from ..containers import Container, IndexMatrix, IndexVector, Vector
 from ..dtypes import c_type
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..skeletons import MapReduce
 from . import expression, fusion
 
@@ -76,18 +77,39 @@ def _extreme_identity(name: str, dt: np.dtype):
     return int(info.max) if name == "min" else int(info.min)
 
 
-def _axis(x: Container, axis) -> int | None:
+class AxisError(ShapeError, np.exceptions.AxisError):
+    """An axis a container does not have: NumPy's AxisError (a ValueError and an
+    IndexError), also a skelpy ShapeError."""
+
+
+_ALL = "all axes"
+
+
+def _axis(x: Container, axis):
+    """The axis of a reduction: None (all of them, also a tuple naming both), 0 or 1, or
+    ``()`` for none (NumPy: the elements themselves)."""
     if axis is None:
         return None
-    if isinstance(axis, tuple):
-        if len(axis) != 1:
-            raise ShapeError("skelpy reductions take one axis (or None)")
-        axis = axis[0]
-    axis = int(axis)
-    if not -x.ndim <= axis < x.ndim:
-        raise ShapeError(f"axis {axis} is out of bounds for array of dimension {x.ndim}")
-    axis %= x.ndim
-    return None if x.ndim == 1 else axis
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    out = []
+    for a in axes:
+        try:
+            if isinstance(a, (bool, np.bool_)):
+                raise TypeError
+            a = operator.index(a)
+        except TypeError:
+            raise DTypeError(f"an axis must be an integer, not {type(a).__name__}") from None
+        if not -x.ndim <= a < x.ndim:
+            raise AxisError(f"axis {a} is out of bounds for array of dimension {x.ndim}")
+        a %= x.ndim
+        if a in out:
+            raise ShapeError("duplicate value in 'axis'")
+        out.append(a)
+    if not isinstance(axis, tuple):
+        return None if x.ndim == 1 else out[0]
+    if len(out) == x.ndim:
+        return None
+    return out[0] if out else ()
 
 
 def _skeleton(key: tuple, make) -> MapReduce:
@@ -119,12 +141,18 @@ def fold(name: str, x: Container, axis: int | None, dtype=None):
 
 def reduce(name: str, x: Container, axis, dtype):
     """``np.<name>(x, axis=axis, dtype=dtype)`` on the device (see the module docstring)."""
+    if name in ("argmin", "argmax") and isinstance(axis, tuple):
+        raise DTypeError(f"{name}: an axis must be an integer, not a tuple")
     ax = _axis(x, axis)
+    if ax == ():                             # no axis: each element is its own reduction
+        return _elementwise(name, x, dtype)
     where = f"{expression.user_line()} ({name})"
+    if name in ("any", "all"):
+        return _logical(name, x, ax)
     if name in ("min", "max", "argmin", "argmax"):
         empty = x.size == 0 if ax is None else x.shape[ax] == 0
         if empty:
-            raise ValueError(f"{where}: zero-size array to reduction operation "
+            raise ShapeError(f"{where}: zero-size array to reduction operation "
                              f"{'minimum' if 'min' in name else 'maximum'} which has no "
                              "identity" if name in ("min", "max") else
                              f"{where}: attempt to get {name} of an empty sequence")
@@ -141,6 +169,32 @@ def reduce(name: str, x: Container, axis, dtype):
                 return np.dtype(acc).type(total / count)
         return total / count
     return _arg(name, x, ax)
+
+
+def _elementwise(name: str, x: Container, dtype):
+    """A reduction over no axis (``axis=()``): each element alone, in the dtype NumPy gives
+    (``np.sum(int8, axis=())`` is int64, ``np.mean`` float64, ``np.any`` bool)."""
+    if name in ("any", "all"):
+        return x.astype(np.bool_)
+    if name in ("argmin", "argmax"):            # pragma: no cover - refused above
+        raise DTypeError(f"{name} takes one axis")
+    probe = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max,
+             "mean": np.mean}[name]
+    with np.errstate(all="ignore"):
+        dt = probe(np.zeros((1, 1) if x.ndim == 2 else 1, x.dtype), axis=(),
+                   **({"dtype": dtype} if dtype is not None else {})).dtype
+    return x.astype(dt)
+
+
+def _logical(name: str, x: Container, ax):
+    """``np.any``/``np.all``: the max/min of the elements as bool; over no elements False
+    for any and True for all, as NumPy."""
+    span = x.size if ax is None else x.shape[ax]
+    if span == 0:
+        if ax is None:
+            return np.bool_(name == "all")
+        return Vector(np.full(x.shape[1 - ax], name == "all"))
+    return fold("max" if name == "any" else "min", x.astype(np.bool_), ax)
 
 
 #: The key of one element for the one-pass argmin/argmax (``T``: the data's C type; ``RANK``:

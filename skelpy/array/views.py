@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import runtime as _rt
 from ..containers import Container, Matrix, Vector
-from ..containers.layout import Layout, c_strides, is_contiguous
+from ..containers.layout import Layout, c_strides, check_writable, is_contiguous
 from ..dtypes import storage_c_type
 from ..errors import DTypeError, ShapeError
 from ..skeletons.kernel_source import kernel_file
@@ -58,11 +58,11 @@ def reshape(x: Container, shape) -> Container:
     return x._view(Layout(offset, c_strides(shape)), shape)   # noqa: SLF001
 
 
-def write(target: Container, value: Container, where: str) -> None:
+def write(target: Container, value: Container, where: str,
+          casting: str = "same_kind") -> None:
     """Write ``value`` (broadcast to target's shape) into ``target``'s elements, on the
     device; casting as NumPy's in-place operators (same kind)."""
-    if value.dtype != target.dtype and not np.can_cast(value.dtype, target.dtype,
-                                                        "same_kind"):
+    if value.dtype != target.dtype and not np.can_cast(value.dtype, target.dtype, casting):
         raise DTypeError(f"{where}: Cannot cast ufunc output from {value.dtype} to "
                              f"{target.dtype} with casting rule 'same_kind'")
     _store(target, value)
@@ -96,6 +96,7 @@ def _is_element_key(target: Container, key) -> bool:
 
 
 def _store(target: Container, value: Container) -> None:
+    check_writable(target.layout, target.shape, target)
     if value.shape != target.shape:
         value = value.broadcast_to(target.shape)
     rt = _rt.current()
@@ -152,19 +153,31 @@ _MATMUL = None
 
 
 def matmul(a, b):
-    """``A @ B`` of two matrices: AllPairs of A's rows and B's columns (B.T, a view)."""
+    """``A @ B``: of two matrices, AllPairs of A's rows and B's columns (B.T, a view); with a
+    Vector, the products' sum along the shared axis (one MapReduce: ``(A * x).sum(1)``),
+    accumulated in the result dtype as NumPy's ``matmul`` does."""
     global _MATMUL
     from ..skeletons import AllPairs
     from .protocol import fallback_warning
-    if not (isinstance(a, (Container, np.ndarray)) and isinstance(b, (Container, np.ndarray))
-            and a.ndim == 2 and b.ndim == 2):
-        fallback_warning("@ (matmul) of other than two matrices")
+    a = Vector(a) if isinstance(a, np.ndarray) and a.ndim == 1 else \
+        Matrix(a) if isinstance(a, np.ndarray) and a.ndim == 2 else a
+    b = Vector(b) if isinstance(b, np.ndarray) and b.ndim == 1 else \
+        Matrix(b) if isinstance(b, np.ndarray) and b.ndim == 2 else b
+    if not (isinstance(a, Container) and isinstance(b, Container)) \
+            or np.result_type(a.dtype, b.dtype) == np.bool_:
+        fallback_warning("@ (matmul) of other than containers of numbers")
         return np.matmul(np.asarray(a), np.asarray(b))
-    a = a if isinstance(a, Container) else Matrix(a)
-    b = b if isinstance(b, Container) else Matrix(b)
-    if a.shape[1] != b.shape[0]:
+    inner_a, inner_b = a.shape[-1], b.shape[0]
+    if inner_a != inner_b:
         raise ShapeError(f"matmul: input operand 1 has a mismatch in its core dimension 0 "
-                         f"(size {b.shape[0]} is different from {a.shape[1]})")
+                         f"(size {inner_b} is different from {inner_a})")
+    if a.ndim == 1 or b.ndim == 1:
+        dt = np.result_type(a.dtype, b.dtype)
+        if a.ndim == 1 and b.ndim == 1:
+            return (a * b).sum(dtype=dt)
+        if a.ndim == 2:
+            return (a * b).sum(axis=1, dtype=dt)
+        return (a.reshape(-1, 1) * b).sum(axis=0, dtype=dt)
     if _MATMUL is None:
         _MATMUL = AllPairs(zip=_mul, reduce=_add)
     return _MATMUL(a, b.T)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from . import layout as _layout
 
 if TYPE_CHECKING:
@@ -74,26 +76,111 @@ class ArraySurface:
         """The elements converted to ``dtype`` (lazy: fused into the kernel that reads it)."""
         return array_backend().astype(self, dtype, copy)
 
-    def sum(self, axis=None, dtype=None):
+    # The reductions: on the device; NumPy's other keywords (``keepdims``, ``out``,
+    # ``initial``, ``where``) go through ``np.<name>``, which does what it can on the
+    # device and the rest on the host, with a one-time warning.
+    def sum(self, axis=None, dtype=None, **kwargs):
+        if kwargs:
+            return np.sum(self, axis=axis, dtype=dtype, **kwargs)
         return array_backend().reduce("sum", self, axis, dtype)
 
-    def prod(self, axis=None, dtype=None):
+    def prod(self, axis=None, dtype=None, **kwargs):
+        if kwargs:
+            return np.prod(self, axis=axis, dtype=dtype, **kwargs)
         return array_backend().reduce("prod", self, axis, dtype)
 
-    def min(self, axis=None):
+    def min(self, axis=None, **kwargs):
+        if kwargs:
+            return np.min(self, axis=axis, **kwargs)
         return array_backend().reduce("min", self, axis, None)
 
-    def max(self, axis=None):
+    def max(self, axis=None, **kwargs):
+        if kwargs:
+            return np.max(self, axis=axis, **kwargs)
         return array_backend().reduce("max", self, axis, None)
 
-    def mean(self, axis=None, dtype=None):
+    def mean(self, axis=None, dtype=None, **kwargs):
+        if kwargs:
+            return np.mean(self, axis=axis, dtype=dtype, **kwargs)
         return array_backend().reduce("mean", self, axis, dtype)
 
-    def argmin(self, axis=None):
+    def argmin(self, axis=None, **kwargs):
+        if kwargs:
+            return np.argmin(self, axis=axis, **kwargs)
         return array_backend().reduce("argmin", self, axis, None)
 
-    def argmax(self, axis=None):
+    def argmax(self, axis=None, **kwargs):
+        if kwargs:
+            return np.argmax(self, axis=axis, **kwargs)
         return array_backend().reduce("argmax", self, axis, None)
+
+    def any(self, axis=None, **kwargs):
+        """Whether any element is true (nonzero, NaN included), as ``np.any``: on the device."""
+        if kwargs:
+            return np.any(self, axis=axis, **kwargs)
+        return array_backend().reduce("any", self, axis, None)
+
+    def all(self, axis=None, **kwargs):
+        if kwargs:
+            return np.all(self, axis=axis, **kwargs)
+        return array_backend().reduce("all", self, axis, None)
+
+    def clip(self, min=None, max=None) -> Container:          # noqa: A002 - NumPy's names
+        """``np.clip(self, min, max)`` (lazy, on the device)."""
+        return np.clip(self, min, max)
+
+    def round(self, decimals: int = 0) -> Container:
+        return np.round(self, decimals)
+
+    def flatten(self) -> Container:
+        """A copy of the elements as a Vector, in C order (``reshape(-1)`` is the view)."""
+        return array_backend().astype(self.reshape(-1), self.dtype, True)
+
+    def squeeze(self, axis=None):
+        """The Vector view of a matrix with one axis of length 1 (as ``np.squeeze``)."""
+        return np.squeeze(self, axis)
+
+    def fill(self, value) -> None:
+        """Set every element to ``value`` (in this container's dtype, as NumPy's fill)."""
+        self[:] = value
+
+    def item(self, *args):
+        return self.to_numpy().item(*args)
+
+    def tolist(self) -> list:
+        return self.to_numpy().tolist()
+
+    # What NumPy arrays also have and skelpy computes on the host (np.std etc. warn once).
+    def std(self, *args, **kwargs):
+        return np.std(self, *args, **kwargs)
+
+    def var(self, *args, **kwargs):
+        return np.var(self, *args, **kwargs)
+
+    def cumsum(self, *args, **kwargs):
+        return np.cumsum(self, *args, **kwargs)
+
+    def cumprod(self, *args, **kwargs):
+        return np.cumprod(self, *args, **kwargs)
+
+    def argsort(self, *args, **kwargs):
+        return np.argsort(self, *args, **kwargs)
+
+    def nonzero(self):
+        return np.nonzero(self)
+
+    def dot(self, other):
+        return np.dot(self, other)
+
+    def sort(self, axis: int = -1) -> None:
+        """Sort in place (on the host, with a one-time HostFallbackWarning)."""
+        self[:] = np.sort(self, axis=axis)
+
+    def __divmod__(self, other):
+        return _divmod(self, other)
+
+    def __rdivmod__(self, other):
+        return _divmod(other, self)
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -115,6 +202,53 @@ class ArraySurface:
             raise TypeError("only containers of one element can be converted to Python "
                             "scalars")
         return self.to_numpy().reshape(-1)[0]
+
+
+class RowSurface:
+    """The NumPy surface of a Matrix row ``m[i]`` (a MatrixRow): operators, ufuncs,
+    reductions and methods compute on the row's view ``m[i, :]``, on the device, so
+    ``m[i] * 2`` and ``m[i] += 1`` work as on a NumPy row. (Comparisons are the row's own.)"""
+
+    __slots__ = ()
+
+    def _as_view(self) -> Container:
+        return self._matrix[self._row, :]
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return array_backend().ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return array_backend().function(func, types, args, kwargs)
+
+    def __getattr__(self, name: str):
+        # the container methods (sum, astype, reshape, clip, any...) of the row's view
+        if name.startswith("_") or not hasattr(ArraySurface, name):
+            raise AttributeError(f"'MatrixRow' object has no attribute '{name}'")
+        return getattr(self._as_view(), name)
+
+
+def _row_method(name: str):
+    def method(self, *args):
+        return getattr(self._as_view(), name)(*args)
+    method.__name__ = name
+    return method
+
+
+def _row_inplace(name: str):
+    def method(self, other):
+        view = self._as_view()
+        getattr(view, name)(other)
+        return self
+    method.__name__ = name
+    return method
+
+
+def _divmod(a, b):
+    """``divmod(a, b)``: ``(a // b, a % b)``, both lazy."""
+    q = array_backend().binary("floor_divide", a, b)
+    if q is NotImplemented:
+        return NotImplemented
+    return q, array_backend().binary("remainder", a, b)
 
 
 _BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
@@ -165,3 +299,10 @@ for _name, _op in _BINARY.items():
     setattr(ArraySurface, f"__i{_name}__", _inplace(_op))
 for _name, _op in _UNARY.items():
     setattr(ArraySurface, f"__{_name}__", _unary(_op))
+for _name in _BINARY:
+    for _m in (f"__{_name}__", f"__r{_name}__"):
+        setattr(RowSurface, _m, _row_method(_m))
+    setattr(RowSurface, f"__i{_name}__", _row_inplace(f"__i{_name}__"))
+for _m in (*(f"__{n}__" for n in _UNARY), "__divmod__", "__rdivmod__", "__float__",
+           "__int__", "__index__"):
+    setattr(RowSurface, _m, _row_method(_m))

@@ -33,7 +33,7 @@ from .. import runtime as _rt
 from ..dtypes import check_dtype
 from ..errors import DTypeError, ParameterError, ShapeError
 from . import layout as _layout
-from .array_surface import ArraySurface, array_backend
+from .array_surface import ArraySurface, RowSurface, array_backend
 from .distributions import Distribution, as_distribution
 from .index_spaces import IndexSpace
 from .layout import Layout
@@ -288,6 +288,7 @@ class Container(ArraySurface):
         and the index is basic (ints and slices): then only the touched elements move. A
         container (or array expression) written into a part of a container on the device
         is copied there by a kernel."""
+        _layout.check_writable(self._layout, self._shape, self)
         hook = Container.collective
         if hook is not None and hook.active():      # under MPI: every rank writes the same
             hook.host_write(self, key, value)
@@ -331,6 +332,7 @@ class Container(ArraySurface):
         """``with v.host_edit() as a:`` gives the data as a writable ndarray for in-place
         NumPy work; skeletons called inside or after the block see the edits. The array
         becomes read-only when the block ends: do not keep it."""
+        _layout.check_writable(self._layout, self._shape, self)
         hook = Container.collective
         hook = hook if hook is not None and hook.active() else None
         if hook is not None:                        # under MPI: every rank edits the same
@@ -537,9 +539,10 @@ class Matrix(Container):
         return (MatrixRow(self, i) for i in range(self._shape[0]))
 
 
-class MatrixRow:
+class MatrixRow(RowSurface):
     """``m[i]``: row ``i`` of a Matrix, read and written through it (so ``m[i][j] = x``
-    works, as in SkelCL). It reads like a 1-D array (``np.asarray(row)``, ``row[a:b]``)."""
+    works, as in SkelCL). It reads like a 1-D array (``np.asarray(row)``, ``row[a:b]``) and
+    computes like its view ``m[i, :]`` (``m[i] * 2``, ``m[i] += 1``, ``np.sum(m[i])``)."""
 
     __slots__ = ("_matrix", "_row")
     ndim = 1

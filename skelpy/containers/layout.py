@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ShapeError
 from .selection import Selection, as_int, checked_int
 
 
@@ -45,6 +46,19 @@ def is_contiguous(layout: Layout, shape: tuple[int, ...]) -> bool:
     """Whether the view's elements are consecutive in C order (an offset may remain)."""
     return all(n <= 1 or s == c for n, s, c in zip(shape, layout.strides, c_strides(shape),
                                                      strict=True))
+
+
+def repeats(layout: Layout | None, shape: tuple[int, ...]) -> bool:
+    """Whether the view shows one element in several places (a broadcast): it is read-only,
+    as NumPy's broadcast views are."""
+    return layout is not None and any(st == 0 and n > 1
+                                      for st, n in zip(layout.strides, shape, strict=True))
+
+
+def check_writable(layout: Layout | None, shape: tuple[int, ...], what: object) -> None:
+    if repeats(layout, shape):
+        raise ShapeError(f"assignment destination is read-only: {what!r} is a broadcast "
+                         "view (it repeats elements); write into the container it repeats")
 
 
 def is_whole(layout: Layout, shape: tuple[int, ...], base_shape: tuple[int, ...]) -> bool:

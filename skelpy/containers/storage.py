@@ -29,7 +29,7 @@ import numpy as np
 import pyopencl as cl
 
 from ..dtypes import storage_dtype
-from ..errors import BoundsError, DTypeError, ShapeError
+from ..errors import BoundsError, ShapeError, dtype_error_like
 from .selection import Selection
 
 #: A storage's list of readers is pruned (readers gone or computed dropped) when it reaches
@@ -449,5 +449,5 @@ def assign(target: np.ndarray, key, value, owner) -> None:
     except (ValueError, TypeError, OverflowError) as exc:
         text = str(exc)
         shape_problem = any(w in text for w in ("broadcast", "sequence", "shape"))
-        cls = ShapeError if shape_problem else DTypeError
+        cls = ShapeError if shape_problem else dtype_error_like(exc)
         raise cls(f"cannot write {type(value).__name__} into {owner!r}: {text}") from None

@@ -35,6 +35,14 @@ class CCode:
         if src == dst:
             return code
         self.note(dst)
+        if src.kind == "f" and dst.kind in "iu" and dst.itemsize < 8 \
+                and not (dst.kind == "i" and dst.itemsize == 4):
+            # NumPy truncates to a wide integer and wraps (-1.0 -> uint8 255, 300.0 -> 44);
+            # C leaves a value outside the narrow type undefined (PoCL gave 0 or the maximum)
+            wide = "long" if dst.itemsize == 4 else "int"
+            return f"(({c_type(dst)})({wide}){code})"
+        if src.kind == "f" and dst.kind == "u":
+            return f"{self.clib.float_to_ulong(src)}({code})"
         return f"(({c_type(dst)}){code})"
 
     def arith(self, op: str, a: str, b: str, d: np.dtype, out: np.dtype, exponent,

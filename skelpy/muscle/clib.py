@@ -107,6 +107,14 @@ static inline {t} {name}({t} a, {t} b) {{
         return self._add(name, f"static inline {t} {name}({t} a, {t} b) "
                                f"{{ return ({guard}) ? ({t})0 : ({t})(a % b); }}")
 
+    def float_to_ulong(self, src: np.dtype) -> str:
+        """NumPy's float -> uint64: a negative value wraps through int64 (-1.0 -> 2**64 - 1),
+        where C leaves it undefined."""
+        t = c_type(src)
+        name = f"skelpy_{t}_to_ulong"
+        return self._add(name, f"static inline ulong {name}({t} x) "
+                               "{ return x < 0 ? (ulong)(long)x : (ulong)x; }")
+
     def ipow(self, dt: np.dtype) -> str:
         t = c_type(dt)
         u = _u(dt)
