@@ -321,6 +321,9 @@ def test_float_constants_keep_their_value_sign_and_dtype(rng):
             for x, h in ((x32, a), (x64, a.astype(np.float64)), (x32, a)):
                 want = c * h                     # a signed zero shows
                 got = (c * x).to_numpy()
+                if c != c:                       # a NaN's payload is the device's (NVIDIA:
+                    assert got.dtype == want.dtype and np.isnan(got).all()  # 0x7fffffff)
+                    continue
                 assert got.dtype == want.dtype and _bits(got) == _bits(want), (c, h.dtype)
 
 

@@ -96,7 +96,8 @@ def test_iterations_and_extra_arguments(rng):
     fused, launches, unfused = _fused_and_unfused(st, lambda: 2.0 * x + y, iterations=3)
     assert launches is not None
     np.testing.assert_array_equal(fused, unfused)
-    assert st.last_launch.iterations == 3 and len(st.last_launch.events) >= 2
+    # single steps (a CPU) or passes of several steps (a GPU's default)
+    assert st.last_launch.iterations == 3 and len(st.last_launch.events) >= 1
     st = sk.Stencil(weighted, border="wrap")
     fused, launches, unfused = _fused_and_unfused(st, lambda: x * y + 1.0, 0.5, other)
     assert launches == 1
