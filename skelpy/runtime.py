@@ -37,7 +37,6 @@ from .programs import ProgramCache
 
 # The build option that lets oclgrind run skelpy's kernels (see Runtime.__init__).
 _NO_RESTRICT = "-Drestrict="
-_ROUNDED_DIV_SQRT = "-cl-fp32-correctly-rounded-divide-sqrt"
 
 # Launch failures that mean "these launch parameters are not acceptable here" ([Cummins 2018]
 # §5.4.1 calls them refused parameters): retrying with other parameters can succeed.
@@ -319,17 +318,6 @@ class Runtime:
         # oclgrind cannot run kernels whose inlined functions take restrict pointers (clang
         # marks them with llvm.experimental.noalias.scope.decl, which it does not know)
         self._simulator = "oclgrind" in device.platform.lower()
-        # float32 division and sqrt correctly rounded, as NumPy's, where the device can: by
-        # default OpenCL allows 2.5 ulp for x / y and 3 ulp for sqrt, and NVIDIA's compiler
-        # takes them (on an H200 np.sqrt and x / 3.0 of a container differed from NumPy in the
-        # last bit, and a fused expression from the same operations run one by one)
-        self._fp_options: tuple[str, ...] = ()
-        try:
-            if device.cl_device.single_fp_config & \
-                    cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT:
-                self._fp_options = (_ROUNDED_DIV_SQRT,)
-        except (cl.Error, AttributeError):
-            pass
         # PoCL builds a program's device binary only when asked for it: asking for its size
         # (for the cache's byte bound) cost a second compile there, so its size is estimated
         self._estimate_binary = "portable computing language" in device.platform.lower()
@@ -378,7 +366,6 @@ class Runtime:
         (a plan) keeps the entry while it lives (see :class:`ProgramCache`)."""
         if self._simulator:
             options = (*options, _NO_RESTRICT)
-        options = (*options, *self._fp_options)
         opts = " ".join(options)
         key = (source, opts)
         prg = self.programs.get(key, owner)
