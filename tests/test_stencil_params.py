@@ -130,3 +130,20 @@ def test_local_memory_constraint_excludes_too_big_tiles(rt):
         far(np.ones((3, 4), np.float32), params={"local": 1})
 
 
+
+
+def test_a_groups_parameters_mean_nothing_on_one_device():
+    """Code written for ``sk.use("gpu:*")`` that forces the halo depth runs unchanged on a
+    host with one device: ``k`` is dropped there (and the result is the same), while a
+    parameter no skeleton knows is still an error."""
+    st = sk.Stencil(lambda nb: 0.5 * nb[0, 0] + 0.125 * (nb[-1, 0] + nb[1, 0] + nb[0, -1]
+                                                         + nb[0, 1]), border="wrap")
+    a = np.arange(35, dtype=np.float32).reshape(5, 7)
+    want = st(a, iterations=3).to_numpy()
+    got = st(a, iterations=3, params={"k": 2}).to_numpy()
+    np.testing.assert_array_equal(got, want)
+    assert "k" not in st.last_launch.params
+    got = st(a, params={"k": 4, "wg_r": 1, "wg_c": 8}).to_numpy()
+    assert st.last_launch.params["wg_c"] == 8 and "k" not in st.last_launch.params
+    with pytest.raises(sk.ParameterError, match="unknown launch parameter 'kk'"):
+        st(a, params={"kk": 2})

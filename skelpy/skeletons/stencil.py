@@ -162,6 +162,11 @@ class Stencil(Skeleton):
             return src.copy()
         if _rt.current().group is not None:              # several devices at once
             return distributed_stencil.run(self, src, extras, iterations, forced, out_dtype)
+        if forced and set(forced) & set(distributed_stencil.GROUP_PARAMS):
+            # a group's parameters (k, ...) mean nothing on one device: code written for
+            # sk.use("gpu:*") runs unchanged on a host with one GPU
+            forced = {k: v for k, v in forced.items()
+                      if k not in distributed_stencil.GROUP_PARAMS} or None
         bound = self._bind(src, extras, out_dtype)
         rt, choice = place(self, bound, src, iterations)
         if iterations > 1 or (forced is not None and set(forced) & set(_temporal.NAMES)):
