@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_array_ops import _numpy
 
 import skelpy as sk
 
@@ -32,15 +33,6 @@ OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.tr
        "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
        "==": operator.eq, "<": operator.lt, "max": np.maximum, "hypot": np.hypot,
        "arctan2": np.arctan2, "copysign": np.copysign}
-
-
-def _numpy(f, *args):
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return f(*args), None
-        except (TypeError, ValueError, OverflowError) as exc:
-            return None, exc
 
 
 @settings(max_examples=150, derandomize=True, deadline=None)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from oclgrind_support import STRICT_MARKERS, run_under_oclgrind
+from test_stencil_stream_geometry import POINT, _plan, heat
 
 import skelpy as sk
 from skelpy.skeletons import stencil_stream
@@ -19,28 +20,16 @@ from skelpy.skeletons.stencil_stream import TAIL_SPLIT
 MODES = ["constant", "nearest", "wrap", "reflect", "mirror"]
 
 
-def heat(u):
-    return u[0, 0] + 0.1 * (u[-1, 0] + u[1, 0] + u[0, -1] + u[0, 1] - 4 * u[0, 0])
-
-
 def life(nb):
     n = (nb[-1, -1] + nb[-1, 0] + nb[-1, 1] + nb[0, -1] + nb[0, 1] + nb[1, -1] + nb[1, 0]
          + nb[1, 1])
     return np.int32(1) if n == 3 or (n == 2 and nb[0, 0] == 1) else np.int32(0)
 
 
-POINT = {"t": 4, "tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": 1, "tb_ring": 0,
-         "tb_unroll": 1, "tb_pre": 2}
 H200 = SimpleNamespace(kind="gpu", compute_units=132)
 
 
-def _plan():
-    st = sk.Stencil(heat, border="nearest")
-    m = sk.Matrix(np.zeros((8, 8), np.float32))
-    return st.temporal_plan(st.bind(m, (), None), m)
-
-
-def _stream_rows(g, wr):
+def _stream_rows(g):
     """Each stream's (first row, rows), as the kernel computes them."""
     out = []
     for s in range(g.global_size[1]):
@@ -59,7 +48,7 @@ def test_tail_geometry_covers_every_row_once_in_whole_work_groups(wr):
         for tb_rows in (32, 64, 128, 256, 512):
             point = dict(POINT, tb_rows=tb_rows, tb_wr=wr)
             g = plan.geometry(point, rows, cols, H200)
-            streams = _stream_rows(g, wr)
+            streams = _stream_rows(g)
             covered = np.zeros(rows + g.chunk * wr + 1, np.int32)
             for first, length in streams:
                 covered[first:first + length] += 1

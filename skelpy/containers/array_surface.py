@@ -41,6 +41,25 @@ def array_backend():
     return _ARRAY
 
 
+def _reduction(name: str, takes_dtype: bool = False):
+    """The container method ``name`` (``v.sum(axis)`` ...): ``np.<name>(self, axis=axis)`` on
+    the device; any other NumPy keyword goes through ``np.<name>`` itself."""
+    numpy_fn = getattr(np, name)
+    if takes_dtype:
+        def method(self, axis=None, dtype=None, **kwargs):
+            if kwargs:
+                return numpy_fn(self, axis=axis, dtype=dtype, **kwargs)
+            return array_backend().reduce(name, self, axis, dtype)
+    else:
+        def method(self, axis=None, **kwargs):
+            if kwargs:
+                return numpy_fn(self, axis=axis, **kwargs)
+            return array_backend().reduce(name, self, axis, None)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``np.{name}`` of the elements, along ``axis``, on the device."
+    return method
+
+
 class ArraySurface:
     """Operators, NumPy protocols, views by shape (``T``, ``reshape``), ``astype`` and the
     reductions of a container, each handed to the array backend."""
@@ -79,51 +98,15 @@ class ArraySurface:
     # The reductions: on the device; NumPy's other keywords (``keepdims``, ``out``,
     # ``initial``, ``where``) go through ``np.<name>``, which does what it can on the
     # device and the rest on the host, with a one-time warning.
-    def sum(self, axis=None, dtype=None, **kwargs):
-        if kwargs:
-            return np.sum(self, axis=axis, dtype=dtype, **kwargs)
-        return array_backend().reduce("sum", self, axis, dtype)
-
-    def prod(self, axis=None, dtype=None, **kwargs):
-        if kwargs:
-            return np.prod(self, axis=axis, dtype=dtype, **kwargs)
-        return array_backend().reduce("prod", self, axis, dtype)
-
-    def min(self, axis=None, **kwargs):
-        if kwargs:
-            return np.min(self, axis=axis, **kwargs)
-        return array_backend().reduce("min", self, axis, None)
-
-    def max(self, axis=None, **kwargs):
-        if kwargs:
-            return np.max(self, axis=axis, **kwargs)
-        return array_backend().reduce("max", self, axis, None)
-
-    def mean(self, axis=None, dtype=None, **kwargs):
-        if kwargs:
-            return np.mean(self, axis=axis, dtype=dtype, **kwargs)
-        return array_backend().reduce("mean", self, axis, dtype)
-
-    def argmin(self, axis=None, **kwargs):
-        if kwargs:
-            return np.argmin(self, axis=axis, **kwargs)
-        return array_backend().reduce("argmin", self, axis, None)
-
-    def argmax(self, axis=None, **kwargs):
-        if kwargs:
-            return np.argmax(self, axis=axis, **kwargs)
-        return array_backend().reduce("argmax", self, axis, None)
-
-    def any(self, axis=None, **kwargs):
-        """Whether any element is true (nonzero, NaN included), as ``np.any``: on the device."""
-        if kwargs:
-            return np.any(self, axis=axis, **kwargs)
-        return array_backend().reduce("any", self, axis, None)
-
-    def all(self, axis=None, **kwargs):
-        if kwargs:
-            return np.all(self, axis=axis, **kwargs)
-        return array_backend().reduce("all", self, axis, None)
+    sum = _reduction("sum", takes_dtype=True)
+    prod = _reduction("prod", takes_dtype=True)
+    min = _reduction("min")
+    max = _reduction("max")
+    mean = _reduction("mean", takes_dtype=True)
+    argmin = _reduction("argmin")
+    argmax = _reduction("argmax")
+    any = _reduction("any")
+    all = _reduction("all")
 
     def clip(self, min=None, max=None) -> Container:          # noqa: A002 - NumPy's names
         """``np.clip(self, min, max)`` (lazy, on the device)."""

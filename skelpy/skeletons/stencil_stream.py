@@ -479,20 +479,18 @@ class StreamPlan:
                 chunk = max(32, chunk // 2)
         streams = -(-rows // chunk)
         groups_r = -(-streams // wr)
+        split, schunk = Geometry.split, Geometry.schunk          # no tail
         gpu = dev is not None and getattr(dev, "kind", "") == "gpu"
-        if gpu or FORCE_TAIL:
-            if gpu:
-                cus = max(int(getattr(dev, "compute_units", 1) or 1), 1)
-                tail = self._tail(rows, chunk, wr, tiles,
-                                  cus * GPU_WAVE_ITEMS_PER_CU // (wc * wr))
-            else:                       # forced: one row of work-groups, any length
-                tail = self._tail(rows, chunk, wr, tiles, 1, min_short=1)
-            if tail is not None:
-                split, schunk, groups_r = tail
-                return Geometry((tiles * wc, groups_r * wr), (wc, wr), self.local_bytes(point),
-                                wout, chunk, split, schunk)
+        tail = None
+        if gpu:
+            cus = max(int(getattr(dev, "compute_units", 1) or 1), 1)
+            tail = self._tail(rows, chunk, wr, tiles, cus * GPU_WAVE_ITEMS_PER_CU // (wc * wr))
+        elif FORCE_TAIL:                # tests: one row of work-groups, any length
+            tail = self._tail(rows, chunk, wr, tiles, 1, min_short=1)
+        if tail is not None:
+            split, schunk, groups_r = tail
         return Geometry((tiles * wc, groups_r * wr), (wc, wr), self.local_bytes(point),
-                        wout, chunk)
+                        wout, chunk, split, schunk)
 
     @staticmethod
     def _tail(rows: int, chunk: int, wr: int, tiles: int, wave_groups: int,
@@ -629,7 +627,7 @@ class StreamPlan:
             geo = self.geometry(point, hi - lo, cols, rt.device)
             extra, win = _WINDOW, [np.int32(lo), np.int32(hi), np.int64(offset)]
         args = [dst, src, np.int32(rows), np.int32(cols), np.int32(geo.chunk),
-                np.int32(min(geo.split, 1 << 30)), np.int32(geo.schunk), np.int32(geo.wout),
+                np.int32(geo.split), np.int32(geo.schunk), np.int32(geo.wout),
                 cl.LocalMemory(max(geo.local_bytes, 1)), *win, *extra_args]
         return self.kernel(rt, point, self.small(rows, cols), extra), geo, args
 
