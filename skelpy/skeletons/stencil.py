@@ -276,7 +276,10 @@ class Stencil(Skeleton):
     # -- internals -------------------------------------------------------------------------
     def _as_input(self, value) -> Matrix:
         if isinstance(value, (list, tuple)):
-            value = np.asarray(value)
+            try:
+                value = np.asarray(value)
+            except ValueError as exc:     # ragged: [[1, 2], [3]]
+                raise self._error(ShapeError, f"the input is not a matrix: {exc}") from None
         if isinstance(value, (bool, int, float, complex, np.generic)):
             raise self._error(DTypeError, "the input is a scalar; a Stencil needs a Matrix "
                               "(or 2-D ndarray) first, then extra arguments")

@@ -272,21 +272,36 @@ class FusedPlan:
                    for k in range(1, self.n_stages + 1)) / (th * tw)
 
     def legal(self, point: Mapping, dev) -> bool:
+        return self.broken(point, dev) is None
+
+    def broken(self, point: Mapping, dev) -> tuple[int, str] | None:
+        """The first limit a fused tile at ``point`` breaks on ``dev``: (its position among
+        the limits, checked in order, and the words naming it), or None where it is legal."""
         wc, wr = int(point["fu_wc"]), int(point["fu_wr"])
-        if min(wc, wr, int(point["fu_cr"]), int(point["fu_cc"])) < 1:
-            return False
-        if int(point.get("fu_flat", 1)) not in FLAT_VALUES:
-            return False
         items = dev.max_work_item_sizes
-        if items and (wc > items[0] or (len(items) > 1 and wr > items[1])):
-            return False
-        if wc * wr > dev.max_work_group_size:
-            return False
-        th, tw = self.tile(point)
         hn, hs, gw, ge = self.halo[0]
-        if th < hn + hs or tw < gw + ge:     # a redirected read's named cell is in the region
-            return False
-        return self.local_bytes(point) <= dev.local_mem_size - LOCAL_RESERVE
+        limits = (
+            (lambda: min(wc, wr, int(point["fu_cr"]), int(point["fu_cc"])) < 1,
+             lambda: "fu_wc, fu_wr, fu_cr and fu_cc must be at least 1"),
+            (lambda: int(point.get("fu_flat", 1)) not in FLAT_VALUES,
+             lambda: f"fu_flat is one of {list(FLAT_VALUES)}"),
+            (lambda: items and (wc > items[0] or (len(items) > 1 and wr > items[1])),
+             lambda: f"fu_wc={wc} x fu_wr={wr} is over the device's work-item sizes {items}"),
+            (lambda: wc * wr > dev.max_work_group_size,
+             lambda: f"fu_wc * fu_wr = {wc * wr} work-items is over the device's work-group "
+                     f"maximum {dev.max_work_group_size}"),
+            # a redirected read's named cell is in the region
+            (lambda: self.tile(point)[0] < hn + hs or self.tile(point)[1] < gw + ge,
+             lambda: f"the tile of {self.tile(point)[0]} x {self.tile(point)[1]} cells is "
+                     f"smaller than the summed halo ({hn} + {hs} rows, {gw} + {ge} columns)"),
+            (lambda: self.local_bytes(point) > dev.local_mem_size - LOCAL_RESERVE,
+             lambda: f"the tile's levels need {self.local_bytes(point)} bytes of local memory, "
+                     f"over the device's {dev.local_mem_size} less {LOCAL_RESERVE}"),
+        )
+        for i, (bad, says) in enumerate(limits):
+            if bad():
+                return i, says()
+        return None
 
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_FU_WC={int(point['fu_wc'])}", f"-DSKP_FU_WR={int(point['fu_wr'])}",

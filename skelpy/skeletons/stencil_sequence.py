@@ -278,13 +278,18 @@ class StencilSequence:
 
     def _request(self, plans, src: Matrix, iterations: int, forced, rt, run=None):
         rows, cols = src.shape
+        point = plans.complete(forced, rt.device)
+        if point is not None:
+            free = _fused.NAMES[1:] if int(point.get("fuse", 0)) == 1 else _stream.TILE_NAMES
+            _stream.check_forced(plans.space(rt), point, lambda p: plans.broken(p, rt.device),
+                                 free, self.origin, rt.device.name, shown=forced)
         return tuner.TuningRequest(
             skeleton="stencil", kernel_key=plans.kernel_key, device=rt.device,
             space=plans.space(rt), features=plans.features,
             dataset={"n": float(rows * cols), "rows": float(rows), "cols": float(cols),
                      "dtype_size": float(plans.in_dtype.itemsize),
                      "iterations": float(iterations)},
-            forced=plans.complete(forced, rt.device), run=run, origin=self.origin)
+            forced=point, run=run, origin=self.origin)
 
     def _run_fused(self, src, extras, iterations, forced, rt, choice):
         """The call through the tuner's staged, fused or streamed decision; None where only
@@ -557,6 +562,21 @@ class DecisionPlans:
                 dict(p, t=self.stream.n_stages), dev)
         return False
 
+    def broken(self, p, dev) -> tuple[int, str] | None:
+        """The first limit point ``p`` breaks on ``dev`` (as ``StreamPlan.broken``)."""
+        how = int(p["fuse"])
+        fused_set = self.fused is not None and any(p[k] != v for k, v in _NO_FUSE.items())
+        stream_set = self.stream is not None and any(p[k] != v for k, v in _NO_STREAM.items())
+        if how == 1 and self.fused is not None:
+            return (0, "stream tile parameters (tb_*) with fuse=1") if stream_set else \
+                self.fused.broken(p, dev)
+        if how == 2 and self.stream is not None:
+            return (0, "fused tile parameters (fu_*) with fuse=2") if fused_set else \
+                self.stream.broken(dict(p, t=self.stream.n_stages), dev)
+        if how in (1, 2):
+            return 0, f"this sequence cannot run {'fused' if how == 1 else 'streamed'}"
+        return (0, "tile parameters with fuse=0 (staged)") if fused_set or stream_set else None
+
     def default(self, dev) -> dict:
         """The first guess: staged everywhere. On an H200 (2026-11-23, 4096^2, kernel time)
         Canny streamed ran at 0.67x of staged and the separable Canny at 0.47x, the fused
@@ -606,4 +626,7 @@ class DecisionPlans:
         elif how == 2 and self.stream is not None:
             point.update(self.stream.gpu_default())
         point.update(forced)
-        return point
+        # Where that start is not legal (a stage reaching 8 cells: the GPUs' stream tile
+        # overlaps itself; no fused tile within the budget), the space completes what was not
+        # forced with the nearest legal values: ``{"fuse": 2}`` alone was refused.
+        return point if self._legal(point, dev) else dict(forced)

@@ -112,7 +112,11 @@ def cval_literal(value, dtype: np.dtype) -> str:
         with np.errstate(over="ignore"):
             v = float(dt.type(value))
         if math.isnan(v):
-            return f"(({st})NAN)"
+            # the NaN's own bits (sign and payload; NumPy's nan is 0x7fc00000 as float32):
+            # OpenCL's NAN is the implementation's (PoCL: 0x7fffffff), so a cval=np.nan
+            # border, and arithmetic on it, differed from scipy bit for bit
+            bits = int(np.asarray(dt.type(value)).view(f"u{dt.itemsize}"))
+            return f"(as_{st}(({'uint' if dt.itemsize == 4 else 'ulong'})0x{bits:x}UL))"
         if math.isinf(v):
             return f"(({st})({'-' if v < 0 else ''}INFINITY))"
         return f"(({st})({v.hex()}{'f' if dt == np.float32 else ''}))"

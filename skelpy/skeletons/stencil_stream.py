@@ -29,6 +29,7 @@ the rings' period; needed by ``tb_ring=0``) and ``tb_pre`` (input rows loaded ah
 
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -39,12 +40,13 @@ import pyopencl as cl
 
 from .. import runtime as _rt
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
+from ..errors import ParameterError
 from ..muscle import Accessor, Muscle, Scalar, TypedMuscle, global_array
 from ..tuner.space import Param
 from .kernel_source import SourceBuilder
 
 __all__ = ["Extra", "GPU_MIN_ITEMS_PER_CU", "Geometry", "Stage", "StreamPlan", "Unsupported",
-           "MODES", "TILE_NAMES"]
+           "MODES", "TILE_NAMES", "check_forced"]
 
 MODES = {"constant": 0, "nearest": 1, "wrap": 2, "reflect": 3, "mirror": 4}
 REDIRECT = ("nearest", "reflect", "mirror")
@@ -67,6 +69,34 @@ LOCAL_RESERVE = 256           # bytes of local memory left for the implementatio
 
 
 _WINDOW = ("-DSKP_ROW_WINDOW=1",)
+
+
+def check_forced(space, forced: Mapping, broken: Callable[[Mapping], tuple[int, str] | None],
+                 free: Sequence[str], origin: str, device_name: str,
+                 shown: Mapping | None = None) -> None:
+    """Refuse a forced point of a pass or a sequence that no legal point keeps, naming the
+    limit it breaks, as ``limits.check_forced`` does for single steps: of the completions of
+    the ``free`` parameters that were not forced, the one that passes the most limits (in
+    ``broken``'s order) shows the reason. ``shown``: the params as the user gave them."""
+    try:
+        base = space.normalise(forced, check_legal=False)
+    except ParameterError as exc:
+        raise ParameterError(f"{origin}: {exc}") from None
+    try:
+        space.normalise(forced)
+        return
+    except ParameterError:
+        pass
+    open_ = [p for p in space.params if p.name in free and p.name not in forced]
+    best: tuple[int, str] | None = None
+    for values in itertools.product(*(p.values for p in open_)):
+        cand = dict(base, **dict(zip((p.name for p in open_), values, strict=True)))
+        b = broken(cand)
+        if b is not None and (best is None or b[0] > best[0]):
+            best = b
+    reason = best[1] if best else "no legal point keeps these values"
+    raise ParameterError(f"{origin}: launch parameters {dict(shown or forced)} are not legal "
+                         f"on {device_name}: {reason}")
 
 
 class Unsupported(Exception):
@@ -524,40 +554,64 @@ class StreamPlan:
 
     def legal(self, point: Mapping, dev) -> bool:
         """Whether a pass at ``point`` (t > 0 stages) can run on ``dev``."""
+        return self.broken(point, dev) is None
+
+    def broken(self, point: Mapping, dev) -> tuple[int, str] | None:
+        """The first limit a pass at ``point`` breaks on ``dev``: (its position among the
+        limits, checked in order, and the words naming it), or None where it is legal."""
         t, wc, wr = int(point["t"]), int(point["tb_wc"]), int(point["tb_wr"])
         v, ring, unroll = int(point["tb_vec"]), int(point["tb_ring"]), int(point["tb_unroll"])
-        if t < 1 or t > MAX_T or min(wc, wr, int(point["tb_rows"]), v,
-                                     int(point["tb_pre"])) < 1:
-            return False
-        if ring not in (0, 1) or unroll not in (0, 1) or (not ring and not unroll):
-            return False
-        if unroll and self.period > MAX_PERIOD:
-            return False
-        if t % self.n_stages:             # a pass starts and ends with a whole cycle of stages
-            return False
-        if t > self.n_stages and not self.cycles:     # the cycle ends in another dtype
-            return False
-        if self.mixed and v > 1:          # levels held as words: one column per work-item
-            return False
-        if v & (v - 1) or v * self.itemsize > MAX_VEC_BYTES:
-            return False
         items = dev.max_work_item_sizes
-        if items and (wc > items[0] or (len(items) > 1 and wr > items[1])):
-            return False
-        if wc * wr > dev.max_work_group_size:
-            return False
-        # On an H200 (NVIDIA OpenCL) every tb_vec > 1 tried faulted (heat float32 with 2 and 4,
-        # Game of Life uint8 with 4: OUT_OF_RESOURCES / error -9999, a kernel's invalid
-        # access) where the oclgrind and PoCL runs are clean; until that is understood a work-item
-        # on NVIDIA owns one column.
-        if v > 1 and "nvidia" in str(getattr(dev, "platform", "")).lower():
-            return False
-        # a tile must output at least a quarter of the columns it computes
-        if 4 * self.wout(point) < wc * v:
-            return False
-        if self.registers(point) > MAX_REGS:
-            return False
-        return self.local_bytes(point) <= dev.local_mem_size - LOCAL_RESERVE
+        limits = (
+            (lambda: t < 1 or t > MAX_T,
+             lambda: f"t={t} is outside 1..{MAX_T} (MAX_T, stages per pass)"),
+            (lambda: min(wc, wr, int(point["tb_rows"]), v, int(point["tb_pre"])) < 1,
+             lambda: "tb_wc, tb_wr, tb_rows, tb_vec and tb_pre must be at least 1"),
+            (lambda: ring not in (0, 1) or unroll not in (0, 1),
+             lambda: "tb_ring and tb_unroll are 0 or 1"),
+            (lambda: not ring and not unroll,
+             lambda: "tb_ring=0 (own columns in registers) needs tb_unroll=1"),
+            (lambda: unroll and self.period > MAX_PERIOD,
+             lambda: f"tb_unroll=1 unrolls the row walk by the rings' period {self.period}, "
+                     f"over MAX_PERIOD ({MAX_PERIOD})"),
+            # a pass starts and ends with a whole cycle of stages
+            (lambda: t % self.n_stages,
+             lambda: f"t={t} is not a multiple of the cycle's {self.n_stages} stages"),
+            (lambda: t > self.n_stages and not self.cycles,     # the cycle changes the dtype
+             lambda: f"t={t}: the stages turn {self.levels[0]} into {self.levels[-1]}, so a "
+                     "pass runs them once"),
+            (lambda: self.mixed and v > 1,    # levels held as words: one column per work-item
+             lambda: "tb_vec > 1 with levels of different dtypes (one column per work-item)"),
+            (lambda: v & (v - 1) or v * self.itemsize > MAX_VEC_BYTES,
+             lambda: f"tb_vec={v} is not a power of two of at most {MAX_VEC_BYTES} bytes "
+                     f"({self.itemsize}-byte elements)"),
+            (lambda: items and (wc > items[0] or (len(items) > 1 and wr > items[1])),
+             lambda: f"tb_wc={wc} x tb_wr={wr} is over the device's work-item sizes {items}"),
+            (lambda: wc * wr > dev.max_work_group_size,
+             lambda: f"tb_wc * tb_wr = {wc * wr} work-items is over the device's work-group "
+                     f"maximum {dev.max_work_group_size}"),
+            # On an H200 (NVIDIA OpenCL) every tb_vec > 1 tried faulted (heat float32 with 2
+            # and 4, Game of Life uint8 with 4: OUT_OF_RESOURCES / error -9999, a kernel's
+            # invalid access) where the oclgrind and PoCL runs are clean; until that is
+            # understood a work-item on NVIDIA owns one column.
+            (lambda: v > 1 and "nvidia" in str(getattr(dev, "platform", "")).lower(),
+             lambda: "tb_vec > 1 on an NVIDIA GPU (wider vectors faulted on an H200)"),
+            # a tile must output at least a quarter of the columns it computes
+            (lambda: 4 * self.wout(point) < wc * v,
+             lambda: f"a tile of {wc * v} columns would output {self.wout(point)}, less than a "
+                     f"quarter of them (its stages consume {sum(self.overlaps(point))} "
+                     "columns of overlap); widen tb_wc"),
+            (lambda: self.registers(point) > MAX_REGS,
+             lambda: f"a work-item would hold about {self.registers(point)} values, over "
+                     f"MAX_REGS ({MAX_REGS}): the stages' windows (or t) are too large"),
+            (lambda: self.local_bytes(point) > dev.local_mem_size - LOCAL_RESERVE,
+             lambda: f"the rings need {self.local_bytes(point)} bytes of local memory, over "
+                     f"the device's {dev.local_mem_size} less {LOCAL_RESERVE}"),
+        )
+        for i, (bad, says) in enumerate(limits):
+            if bad():
+                return i, says()
+        return None
 
     def tile_params(self, rt: _rt.Runtime, t_values: Sequence[int]) -> list[Param]:
         """The tuner's parameters of a pass on ``rt``'s device (``t`` among ``t_values``)."""

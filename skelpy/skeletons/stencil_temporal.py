@@ -19,7 +19,7 @@ from ..containers import Matrix, empty_like_shape
 from ..errors import ParameterError
 from ..muscle import Muscle, TypedMuscle
 from ..tuner.space import ParamSpace
-from .stencil_stream import TILE_NAMES, Extra, Stage, StreamPlan, Unsupported
+from .stencil_stream import TILE_NAMES, Extra, Stage, StreamPlan, Unsupported, check_forced
 
 __all__ = ["Extra", "NAMES", "T_VALUES", "TemporalPlan", "Unsupported", "iterate", "plan",
            "space"]
@@ -107,6 +107,10 @@ def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | 
         out.mark_device_written()
         return out, events
 
+    if forced:
+        check_forced(space(plan, rt), forced,
+                     lambda p: None if int(p["t"]) == 1 else plan.broken(p, rt.device),
+                     TILE_NAMES, origin, rt.device.name)
     req = tuner.TuningRequest(
         skeleton="stencil", kernel_key=plan.kernel_key, device=rt.device,
         space=space(plan, rt), features=plan.features,

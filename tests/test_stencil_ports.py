@@ -1,0 +1,171 @@
+"""Stencils as suites ported from scipy.ndimage, scikit-image and SkelCL use them, and the bugs
+a hunt along those suites found (each test names its bug).
+
+- scipy.ndimage: grey morphology (``morphological_gradient``: a 3x3 maximum minus minimum) in
+  every border mode on uint8 with the ``cval`` the dtype barely holds, at 1x1, 1xN, Nx1 and
+  prime sizes drawn by hypothesis; ``cval=nan`` bit for bit (the NaN's own bits).
+- Sequences and ``iterations=`` whose forced tiles have no legal completion are refused naming
+  the limit (and the muscle's file and line); a forced ``fuse=2`` whose usual start tile is
+  illegal runs at the nearest legal tile.
+- Misuse: a ragged list as the input is a ShapeError.
+
+Few programs (each a PoCL build of about half a second), many data. SKELPY_HEAVY=1 draws more
+examples and runs the sweeps (every dtype's extreme constants, temporal and sequence paths).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+from test_stencil_fuzz import Padded
+
+import skelpy as sk
+
+HEAVY = os.environ.get("SKELPY_HEAVY") == "1"
+MODES = ["constant", "nearest", "wrap", "reflect", "mirror"]
+FUZZ = settings(max_examples=60 if HEAVY else 8, derandomize=True, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+HERE = re.escape(os.path.basename(__file__))
+
+
+# -- scipy.ndimage: grey morphology ----------------------------------------------------------
+
+
+def gradient(nb):
+    """scipy.ndimage.morphological_gradient(size=3): the 3x3 maximum minus the minimum."""
+    hi = nb[-1, -1]
+    lo = nb[-1, -1]
+    for dr in range(-1, 2):
+        for dc in range(-1, 2):
+            hi = max(hi, nb[dr, dc])
+            lo = min(lo, nb[dr, dc])
+    return hi - lo
+
+
+# the constant the dtype barely holds: 255 reaches the maximum, 0 the minimum
+GRADIENT = {mode: sk.Stencil(gradient, border=mode, cval=255 if mode == "constant" else 0)
+            for mode in MODES}
+
+
+@FUZZ
+@given(mode=hs.sampled_from(MODES),
+       shape=hs.tuples(hs.sampled_from([1, 2, 3, 7, 13]), hs.sampled_from([1, 2, 5, 11, 31])),
+       seed=hs.integers(0, 2**32 - 1))
+def test_grey_morphology_equals_scipy_in_every_mode(mode, shape, seed):
+    a = np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+    before = a.copy()
+    got = GRADIENT[mode](a).to_numpy()
+    want = ndi.morphological_gradient(a, size=3, mode=mode, cval=255)
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, want, err_msg=f"{mode} {shape}")
+    np.testing.assert_array_equal(a, before)
+
+
+# -- bug: a NaN constant had OpenCL's NAN bits -------------------------------------------------
+
+
+def north_and_east(nb):
+    return 0.5 * nb[-1, 0] + nb[0, 1]
+
+
+NORTH_EAST = np.array([[0, 0.5, 0], [0, 0, 1], [0, 0, 0]])
+
+
+@pytest.mark.parametrize("dtype, cval", [(np.float32, np.nan),
+                                         (np.float64, np.copysign(np.nan, -1))])
+def test_nan_cval_keeps_its_bits(dtype, cval):
+    """cval=nan was written into the kernel as OpenCL's NAN, whose bits are the platform's
+    (PoCL: 0x7fffffff; NumPy's float32 nan is 0x7fc00000) and have no sign: the border, and
+    arithmetic on it, differed from scipy bit for bit. The constant now carries the NaN's own
+    bits."""
+    a = np.random.default_rng(1).random((4, 5)).astype(dtype)
+    got = sk.Stencil(north_and_east, border="constant", cval=cval)(a).to_numpy()
+    want = ndi.correlate(a, NORTH_EAST.astype(dtype), mode="constant", cval=cval)
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    np.testing.assert_array_equal(got.view(bits), want.view(bits))
+
+
+@pytest.mark.skipif(not HEAVY, reason="SKELPY_HEAVY=1: the temporal, fused and streamed paths")
+def test_nan_cval_keeps_its_bits_on_every_path():
+    a = np.random.default_rng(2).random((6, 7)).astype(np.float32)
+    nan = np.copysign(np.nan, -1)
+    st = sk.Stencil(north_and_east, border="constant", cval=nan)
+    same = sk.Stencil(lambda nb: nb[0, 0], border="constant", cval=nan)
+    want = ndi.correlate(a, NORTH_EAST.astype(np.float32), mode="constant", cval=nan)
+    outs = [st(a, iterations=1, params={"t": 2, "tb_wc": 16, "tb_rows": 4}),
+            (st >> same)(a, params={"fuse": 1}), (st >> same)(a, params={"fuse": 2}),
+            st(sk.Matrix(a) * 1)]
+    for out in outs:
+        np.testing.assert_array_equal(out.to_numpy().view(np.uint32), want.view(np.uint32))
+
+
+# -- bug: forced tiles ---------------------------------------------------------------------------
+
+
+def reach2(nb):
+    return nb[-2, 0] + nb[2, 0] - nb[0, 1]
+
+
+def reach4(nb):
+    return nb[-4, 0] - nb[4, 0] + nb[0, -1]
+
+
+def test_forced_stream_starts_from_a_legal_tile():
+    """``{"fuse": 2}`` alone put the GPUs' stream tile in as forced values; where that tile is
+    not legal (a reach-2 >> reach-4 sequence: the walk unrolled by the rings' period 30 is over
+    MAX_PERIOD) the call was refused, though other tiles are legal, with a message naming
+    neither the sequence nor the limit. It now streams at the nearest legal tile."""
+    seq = sk.Stencil(reach2, border="reflect") >> sk.Stencil(reach4, border="reflect")
+    a = np.random.default_rng(3).integers(-100, 100, (11, 20)).astype(np.int32)
+    got = seq(a, params={"fuse": 2}).to_numpy()
+    want = reach4(Padded(reach2(Padded(a, "reflect", 0)), "reflect", 0))
+    np.testing.assert_array_equal(got, want)
+    assert seq.last_launch.streamed
+    assert seq.last_launch.params["tb_unroll"] == 0
+
+
+def reach8(nb):
+    return nb[-8, 3] * 3 + nb[5, -8] - nb[0, 8] * 2 + nb[8, 0]
+
+
+def heat(nb):
+    return nb[0, 0] + 0.1 * (nb[-1, 0] + nb[1, 0] + nb[0, -1] + nb[0, 1] - 4 * nb[0, 0])
+
+
+def test_forced_tiles_no_legal_point_keeps_name_the_limit():
+    """A forced stream, fused or temporal tile that no legal point keeps was "not legal on
+    this device/kernel" (the sequence's without naming the sequence): now the message names
+    the muscle's file and line and the limit, found among the completions of what was not
+    forced. Nothing is built, nothing is changed."""
+    a = np.ones((9, 10), np.int32)
+    m = sk.Matrix(a)
+    seq = sk.Stencil(reach8, border="constant") >> sk.Stencil(reach2, border="constant")
+    with pytest.raises(sk.ParameterError, match=rf"{HERE}:\d+ \(reach8\).*MAX_REGS"):
+        seq(m, params={"fuse": 2})
+    with pytest.raises(sk.ParameterError, match=rf"{HERE}:\d+ \(reach8\).*summed halo"):
+        seq(m, params={"fuse": 1, "fu_wc": 8, "fu_wr": 1, "fu_cr": 1, "fu_cc": 1})
+    with pytest.raises(sk.ParameterError, match=rf"{HERE}:\d+ \(reach8\).*summed halo"):
+        seq.source(m, params={"fuse": 1, "fu_wc": 8, "fu_wr": 1, "fu_cr": 1, "fu_cc": 1})
+    step = sk.Stencil(heat, border="wrap")
+    f = sk.Matrix(a.astype(np.float32))
+    with pytest.raises(sk.ParameterError, match=rf"{HERE}:\d+ \(heat\).*less than a quarter"):
+        step(f, iterations=3, params={"t": 2, "tb_wc": 4, "tb_vec": 1})
+    with pytest.raises(sk.ParameterError, match=rf"{HERE}:\d+ \(heat\).*tb_vec=3"):
+        step(f, iterations=3, params={"t": 2, "tb_vec": 3})
+    np.testing.assert_array_equal(m.to_numpy(), a)
+    np.testing.assert_array_equal(f.to_numpy(), a)
+
+
+# -- misuse ------------------------------------------------------------------------------------
+
+
+def test_ragged_list_input_is_a_shape_error():
+    """A ragged list was NumPy's ValueError."""
+    with pytest.raises(sk.ShapeError, match=rf"{HERE}:\d+ \(heat\).*not a matrix"):
+        sk.Stencil(heat)([[1.0, 2.0], [3.0]])
