@@ -281,8 +281,10 @@ class StencilSequence:
         point = plans.complete(forced, rt.device)
         if point is not None:
             free = _fused.NAMES[1:] if int(point.get("fuse", 0)) == 1 else _stream.TILE_NAMES
-            _stream.check_forced(plans.space(rt), point, lambda p: plans.broken(p, rt.device),
-                                 free, self.origin, rt.device.name, shown=forced)
+            # completed once here (the tuner takes the whole point as it is)
+            point = _stream.check_forced(plans.space(rt), point,
+                                         lambda p: plans.broken(p, rt.device), free,
+                                         self.origin, rt.device.name, shown=forced)
         return tuner.TuningRequest(
             skeleton="stencil", kernel_key=plans.kernel_key, device=rt.device,
             space=plans.space(rt), features=plans.features,

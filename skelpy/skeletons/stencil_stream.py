@@ -73,18 +73,18 @@ _WINDOW = ("-DSKP_ROW_WINDOW=1",)
 
 def check_forced(space, forced: Mapping, broken: Callable[[Mapping], tuple[int, str] | None],
                  free: Sequence[str], origin: str, device_name: str,
-                 shown: Mapping | None = None) -> None:
-    """Refuse a forced point of a pass or a sequence that no legal point keeps, naming the
-    limit it breaks, as ``limits.check_forced`` does for single steps: of the completions of
-    the ``free`` parameters that were not forced, the one that passes the most limits (in
-    ``broken``'s order) shows the reason. ``shown``: the params as the user gave them."""
+                 shown: Mapping | None = None) -> dict:
+    """The legal point a forced point of a pass or a sequence completes to (``space``'s
+    nearest), or a ParameterError naming the limit it breaks where no legal point keeps it,
+    as ``limits.check_forced`` does for single steps: of the completions of the ``free``
+    parameters that were not forced, the one that passes the most limits (in ``broken``'s
+    order) shows the reason. ``shown``: the params as the user gave them."""
     try:
         base = space.normalise(forced, check_legal=False)
     except ParameterError as exc:
         raise ParameterError(f"{origin}: {exc}") from None
     try:
-        space.normalise(forced)
-        return
+        return space.normalise(forced)
     except ParameterError:
         pass
     open_ = [p for p in space.params if p.name in free and p.name not in forced]

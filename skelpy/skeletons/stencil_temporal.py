@@ -107,10 +107,10 @@ def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | 
         out.mark_device_written()
         return out, events
 
-    if forced:
-        check_forced(space(plan, rt), forced,
-                     lambda p: None if int(p["t"]) == 1 else plan.broken(p, rt.device),
-                     TILE_NAMES, origin, rt.device.name)
+    if forced:      # completed once here (the tuner takes the whole point as it is)
+        forced = check_forced(space(plan, rt), forced,
+                              lambda p: None if int(p["t"]) == 1 else plan.broken(p, rt.device),
+                              TILE_NAMES, origin, rt.device.name)
     req = tuner.TuningRequest(
         skeleton="stencil", kernel_key=plan.kernel_key, device=rt.device,
         space=space(plan, rt), features=plan.features,
