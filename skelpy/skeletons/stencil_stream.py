@@ -17,8 +17,9 @@ stage's border rule applied to the level it reads.
 
 :class:`StreamPlan` is built from a cycle of :class:`Stage` s (muscle, reach, border, constant)
 over one dtype and one list of extra arguments, and holds the kernel source;
-:meth:`StreamPlan.tile_params` gives the tuner parameters of a pass, :meth:`StreamPlan.run`
-does a number of stage applications in passes, the last pass taking the remainder.
+:meth:`StreamPlan.geometry` gives a pass's sizes and :meth:`StreamPlan.run` does a number of
+stage applications in passes, the last pass taking the remainder. What a pass's tile holds, its
+limits and the tuner's parameters of a pass are :mod:`.stencil_stream_tile`'s.
 
 Launch parameters: ``t`` (stages per pass), ``tb_wc`` (work-items per stream along columns),
 ``tb_vec`` (columns per work-item, loaded and stored as one vector), ``tb_rows`` (rows per
@@ -29,7 +30,6 @@ the rings' period; needed by ``tb_ring=0``) and ``tb_pre`` (input rows loaded ah
 
 from __future__ import annotations
 
-import itertools
 import math
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -40,63 +40,22 @@ import pyopencl as cl
 
 from .. import runtime as _rt
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
-from ..errors import ParameterError
 from ..muscle import Accessor, Muscle, Scalar, TypedMuscle, global_array
-from ..tuner.space import Param
 from .kernel_source import SourceBuilder
+from .stencil_stream_tile import StreamTile
 
 __all__ = ["Extra", "GPU_MIN_ITEMS_PER_CU", "Geometry", "Stage", "StreamPlan", "Unsupported",
-           "MODES", "TILE_NAMES", "check_forced"]
+           "MODES"]
 
 MODES = {"constant": 0, "nearest": 1, "wrap": 2, "reflect": 3, "mirror": 4}
 REDIRECT = ("nearest", "reflect", "mirror")
-TILE_NAMES = ("tb_wc", "tb_wr", "tb_rows", "tb_vec", "tb_ring", "tb_unroll", "tb_pre")
-
-WC_VALUES = (16, 32, 64, 128, 256)
-WR_VALUES = (1, 2, 4)
-ROWS_VALUES = (32, 64, 128, 256, 512)
-VEC_VALUES = (1, 2, 4, 8, 16)
-PRE_VALUES = (1, 2, 4)
-MAX_VEC_BYTES = 16            # a work-item's vector: at most 16 bytes (one wide access)
-MAX_T = 16                    # stages per pass
 GPU_MIN_ITEMS_PER_CU = 16 * 128   # a GPU pass's streams are shortened to reach this (geometry)
 GPU_WAVE_ITEMS_PER_CU = 512       # a GPU pass's tail: this many work-items per compute unit
 TAIL_SPLIT = 4                    # a tail stream outputs 1/TAIL_SPLIT of a stream's rows
 FORCE_TAIL = False                # tests: the GPU's tail geometry on any device
-MAX_PERIOD = 24               # longest walk unrolled by the rings' period
-MAX_REGS = 160                # values a work-item may hold (estimate; beyond it, spills)
-LOCAL_RESERVE = 256           # bytes of local memory left for the implementation
 
 
 _WINDOW = ("-DSKP_ROW_WINDOW=1",)
-
-
-def check_forced(space, forced: Mapping, broken: Callable[[Mapping], tuple[int, str] | None],
-                 free: Sequence[str], origin: str, device_name: str,
-                 shown: Mapping | None = None) -> dict:
-    """The legal point a forced point of a pass or a sequence completes to (``space``'s
-    nearest), or a ParameterError naming the limit it breaks where no legal point keeps it,
-    as ``limits.check_forced`` does for single steps: of the completions of the ``free``
-    parameters that were not forced, the one that passes the most limits (in ``broken``'s
-    order) shows the reason. ``shown``: the params as the user gave them."""
-    try:
-        base = space.normalise(forced, check_legal=False)
-    except ParameterError as exc:
-        raise ParameterError(f"{origin}: {exc}") from None
-    try:
-        return space.normalise(forced)
-    except ParameterError:
-        pass
-    open_ = [p for p in space.params if p.name in free and p.name not in forced]
-    best: tuple[int, str] | None = None
-    for values in itertools.product(*(p.values for p in open_)):
-        cand = dict(base, **dict(zip((p.name for p in open_), values, strict=True)))
-        b = broken(cand)
-        if b is not None and (best is None or b[0] > best[0]):
-            best = b
-    reason = best[1] if best else "no legal point keeps these values"
-    raise ParameterError(f"{origin}: launch parameters {dict(shown or forced)} are not legal "
-                         f"on {device_name}: {reason}")
 
 
 class Unsupported(Exception):
@@ -186,7 +145,7 @@ def _cumulative(values: Sequence[int]) -> str:
     return f"(((l) / {k}) * {sum(values)} + {_lookup(prefix, f'(l) % {k}')})"
 
 
-class StreamPlan:
+class StreamPlan(StreamTile):
     """The streaming kernel of a cycle of stages from ``dtype`` and one list of extras.
 
     Stage s of a pass applies ``stages[s % K]``; each stage takes the first extras its muscle
@@ -436,9 +395,6 @@ class StreamPlan:
         return (max(i.hold[0] for i in self.infos), max(i.hold[1] for i in self.infos))
 
     # -- a pass's shape ----------------------------------------------------------------------
-    def _stage(self, level: int) -> _StageInfo:
-        return self.infos[level % self.n_stages]
-
     def small(self, rows: int, cols: int) -> bool:
         """Whether a redirect rule may fold more than once on this matrix, or a window reach
         both of its edges (then the kernel reads every window near an edge through the rule,
@@ -456,36 +412,6 @@ class StreamPlan:
                 f"-DSKP_TB_RING={int(point['tb_ring'])}",
                 f"-DSKP_TB_UNROLL={int(point['tb_unroll'])}",
                 f"-DSKP_TB_PRE={int(point['tb_pre'])}")
-
-    def overlaps(self, point: Mapping) -> tuple[int, int]:
-        """Columns left and right of a tile's output that its stages consume (whole vectors)."""
-        t, v = int(point["t"]), int(point["tb_vec"])
-        gw = sum(self._stage(level).overlap[0] for level in range(t))
-        ge = sum(self._stage(level).overlap[1] for level in range(t))
-        return -(-gw // v) * v, -(-ge // v) * v
-
-    def wout(self, point: Mapping) -> int:
-        ol, orr = self.overlaps(point)
-        return int(point["tb_wc"]) * int(point["tb_vec"]) - ol - orr
-
-    def local_bytes(self, point: Mapping) -> int:
-        """The rings: per level, its rows of every stream's columns plus padding."""
-        v = int(point["tb_vec"])
-        rows = sum(self._stage(level).ring for level in range(int(point["t"])))
-        pad = -(-max(i.reach[3] for i in self.infos) // v) * v \
-            + -(-max(i.reach[2] for i in self.infos) // v) * v
-        return rows * int(point["tb_wr"]) * (int(point["tb_wc"]) * v + pad) * self.itemsize
-
-    def registers(self, point: Mapping) -> int:
-        """Values a work-item holds (an estimate of its registers)."""
-        t, v = int(point["t"]), int(point["tb_vec"])
-        window = max((i.reach[0] + i.reach[1] + 1) * (i.reach[2] + i.reach[3] + v)
-                     for i in self.infos)
-        if int(point["tb_ring"]):
-            held = t * v
-        else:
-            held = sum(self._stage(level).held for level in range(t)) * v
-        return held + (int(point["tb_pre"]) + 2) * v + window
 
     def geometry(self, point: Mapping, rows: int, cols: int, dev=None) -> Geometry:
         """The pass's sizes over ``rows`` x ``cols``. On a GPU (``dev``) ``tb_rows`` is the
@@ -551,101 +477,6 @@ class StreamPlan:
         if rest <= 0:
             return None
         return split, schunk, groups_r - tail_r + -(-rest // (schunk * wr))
-
-    def legal(self, point: Mapping, dev) -> bool:
-        """Whether a pass at ``point`` (t > 0 stages) can run on ``dev``."""
-        return self.broken(point, dev) is None
-
-    def broken(self, point: Mapping, dev) -> tuple[int, str] | None:
-        """The first limit a pass at ``point`` breaks on ``dev``: (its position among the
-        limits, checked in order, and the words naming it), or None where it is legal."""
-        t, wc, wr = int(point["t"]), int(point["tb_wc"]), int(point["tb_wr"])
-        v, ring, unroll = int(point["tb_vec"]), int(point["tb_ring"]), int(point["tb_unroll"])
-        items = dev.max_work_item_sizes
-        limits = (
-            (lambda: t < 1 or t > MAX_T,
-             lambda: f"t={t} is outside 1..{MAX_T} (MAX_T, stages per pass)"),
-            (lambda: min(wc, wr, int(point["tb_rows"]), v, int(point["tb_pre"])) < 1,
-             lambda: "tb_wc, tb_wr, tb_rows, tb_vec and tb_pre must be at least 1"),
-            (lambda: ring not in (0, 1) or unroll not in (0, 1),
-             lambda: "tb_ring and tb_unroll are 0 or 1"),
-            (lambda: not ring and not unroll,
-             lambda: "tb_ring=0 (own columns in registers) needs tb_unroll=1"),
-            (lambda: unroll and self.period > MAX_PERIOD,
-             lambda: f"tb_unroll=1 unrolls the row walk by the rings' period {self.period}, "
-                     f"over MAX_PERIOD ({MAX_PERIOD})"),
-            # a pass starts and ends with a whole cycle of stages
-            (lambda: t % self.n_stages,
-             lambda: f"t={t} is not a multiple of the cycle's {self.n_stages} stages"),
-            (lambda: t > self.n_stages and not self.cycles,     # the cycle changes the dtype
-             lambda: f"t={t}: the stages turn {self.levels[0]} into {self.levels[-1]}, so a "
-                     "pass runs them once"),
-            (lambda: self.mixed and v > 1,    # levels held as words: one column per work-item
-             lambda: "tb_vec > 1 with levels of different dtypes (one column per work-item)"),
-            (lambda: v & (v - 1) or v * self.itemsize > MAX_VEC_BYTES,
-             lambda: f"tb_vec={v} is not a power of two of at most {MAX_VEC_BYTES} bytes "
-                     f"({self.itemsize}-byte elements)"),
-            (lambda: items and (wc > items[0] or (len(items) > 1 and wr > items[1])),
-             lambda: f"tb_wc={wc} x tb_wr={wr} is over the device's work-item sizes {items}"),
-            (lambda: wc * wr > dev.max_work_group_size,
-             lambda: f"tb_wc * tb_wr = {wc * wr} work-items is over the device's work-group "
-                     f"maximum {dev.max_work_group_size}"),
-            # On an H200 (NVIDIA OpenCL) every tb_vec > 1 tried faulted (heat float32 with 2
-            # and 4, Game of Life uint8 with 4: OUT_OF_RESOURCES / error -9999, a kernel's
-            # invalid access) where the oclgrind and PoCL runs are clean; until that is
-            # understood a work-item on NVIDIA owns one column.
-            (lambda: v > 1 and "nvidia" in str(getattr(dev, "platform", "")).lower(),
-             lambda: "tb_vec > 1 on an NVIDIA GPU (wider vectors faulted on an H200)"),
-            # a tile must output at least a quarter of the columns it computes
-            (lambda: 4 * self.wout(point) < wc * v,
-             lambda: f"a tile of {wc * v} columns would output {self.wout(point)}, less than a "
-                     f"quarter of them (its stages consume {sum(self.overlaps(point))} "
-                     "columns of overlap); widen tb_wc"),
-            (lambda: self.registers(point) > MAX_REGS,
-             lambda: f"a work-item would hold about {self.registers(point)} values, over "
-                     f"MAX_REGS ({MAX_REGS}): the stages' windows (or t) are too large"),
-            (lambda: self.local_bytes(point) > dev.local_mem_size - LOCAL_RESERVE,
-             lambda: f"the rings need {self.local_bytes(point)} bytes of local memory, over "
-                     f"the device's {dev.local_mem_size} less {LOCAL_RESERVE}"),
-        )
-        for i, (bad, says) in enumerate(limits):
-            if bad():
-                return i, says()
-        return None
-
-    def tile_params(self, rt: _rt.Runtime, t_values: Sequence[int]) -> list[Param]:
-        """The tuner's parameters of a pass on ``rt``'s device (``t`` among ``t_values``)."""
-        vecs = (1,) if self.mixed else tuple(v for v in VEC_VALUES
-                                             if v * self.itemsize <= MAX_VEC_BYTES)
-        return [
-            Param("t", tuple(t_values), doc="stages per pass"),
-            Param("tb_wc", WC_VALUES, doc="work-items per stream along columns"),
-            Param("tb_wr", WR_VALUES, doc="streams per work-group"),
-            Param("tb_rows", ROWS_VALUES, doc="rows per stream (stream division)"),
-            Param("tb_vec", vecs, doc="columns per work-item, read and written as a vector"),
-            Param("tb_ring", (0, 1), numeric=False,
-                  doc="1: windows from a local-memory ring, 0: own columns in registers"),
-            Param("tb_unroll", (0, 1), numeric=False,
-                  doc="1: the row walk unrolled by the rings' period"),
-            Param("tb_pre", PRE_VALUES, doc="input rows loaded ahead"),
-        ]
-
-    def gpu_default(self) -> dict:
-        """A GPU's first guess before the tuner knows better: 128 work-items per stream, each
-        owning one 32-bit word of columns (4 uint8, 2 int16, 1 float), 128 rows per stream,
-        two rows loaded ahead. One column per work-item keeps its own rows in registers;
-        narrow types, several columns each, read the ring (ptxas for sm_90 at t = 4: no
-        stack frame or spills, 50-70 registers for heat, Gaussian 3x3 and Game of Life)."""
-        v = 1       # wider vectors faulted on an H200 (see legal)
-        if self.mixed:
-            # Levels of mixed dtypes (Canny: float32 -> int32 -> uint8): with own columns in
-            # registers ptxas (sm_90) put 72-96 bytes of the rotated rows on the stack (Canny,
-            # the separable Canny); windows from the ring, the walk a loop: 55-56 registers,
-            # no stack frame, no spills (unrolled: 64-71 registers).
-            return {"tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": 1,
-                    "tb_ring": 1, "tb_unroll": 0, "tb_pre": 2}
-        return {"tb_wc": 128, "tb_wr": 1, "tb_rows": 128, "tb_vec": v,
-                "tb_ring": int(v > 1), "tb_unroll": 1, "tb_pre": 2}
 
     # -- running -----------------------------------------------------------------------------
     def kernel(self, rt: _rt.Runtime, point: Mapping, small: bool = False,

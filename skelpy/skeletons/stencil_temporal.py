@@ -19,7 +19,8 @@ from ..containers import Matrix, empty_like_shape
 from ..errors import ParameterError
 from ..muscle import Muscle, TypedMuscle
 from ..tuner.space import ParamSpace
-from .stencil_stream import TILE_NAMES, Extra, Stage, StreamPlan, Unsupported, check_forced
+from .stencil_stream import Extra, Stage, StreamPlan, Unsupported
+from .stencil_stream_tile import TILE_NAMES, check_forced
 
 __all__ = ["Extra", "NAMES", "T_VALUES", "TemporalPlan", "Unsupported", "iterate", "plan",
            "space"]
