@@ -67,6 +67,64 @@ def test_grey_morphology_equals_scipy_in_every_mode(mode, shape, seed):
     np.testing.assert_array_equal(a, before)
 
 
+@pytest.mark.skipif(not HEAVY, reason="SKELPY_HEAVY=1: every dtype and mode")
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.float32,
+                                   np.float64])
+def test_correlate_every_dtype_and_mode_bitwise(dtype):
+    """scipy.ndimage.correlate with small integer weights: floats (small values, cval -7.5:
+    every sum exact) equal scipy bit for bit; integers, with the constant at the dtype's
+    minimum, equal the same sum in the dtype's own arithmetic (scipy sums in float64 and
+    casts, so it saturates where the dtype wraps)."""
+    cval = np.iinfo(dtype).min if np.dtype(dtype).kind == "i" else -7.5
+    w = np.array([[1, -2, 0], [3, 1, -1], [0, 2, 1]])
+    rng = np.random.default_rng(4)
+    for mode in MODES:
+        st = sk.Stencil(lambda nb: (nb[-1, -1] - 2 * nb[-1, 0] + 3 * nb[0, -1] + nb[0, 0]
+                                    - nb[0, 1] + 2 * nb[1, 0] + nb[1, 1]),
+                        border=mode, cval=cval)
+        for shape in [(1, 1), (1, 6), (6, 1), (7, 11)]:
+            a = rng.integers(-9, 10, shape).astype(dtype)
+            if np.dtype(dtype).kind == "f":
+                want = ndi.correlate(a, w.astype(dtype), mode=mode, cval=cval)
+            else:
+                p = Padded(a, mode, cval, reach=1)
+                want = np.zeros_like(a)
+                with np.errstate(over="ignore"):
+                    for (dr, dc), wt in np.ndenumerate(w):
+                        want = want + a.dtype.type(wt) * p[dr - 1, dc - 1]
+            got = st(a).to_numpy()
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"{mode} {shape}")
+
+
+# -- SkelCL: an OpenCL C muscle on every path ------------------------------------------------
+
+C_HEAT = """
+float func(float* nb) {
+    return SKELPY_GET2(nb, 0, 0) + 0.125f * (SKELPY_GET2(nb, -1, 0) + SKELPY_GET2(nb, 1, 0)
+           + SKELPY_GET2(nb, 0, -1) + SKELPY_GET2(nb, 0, 1) - 4.0f * SKELPY_GET2(nb, 0, 0));
+}"""
+
+
+def test_skelcl_c_muscle_heat_on_every_path():
+    """SkelCL's heat as an OpenCL C muscle (SKELPY_GET2): six steps in passes of three
+    (temporal blocking), and three stages fused and streamed, equal single steps bit for bit
+    (the temporal, fused and streamed kernels had been run with Python muscles only)."""
+    heat_c = sk.Stencil(C_HEAT, border="nearest")
+    a = np.random.default_rng(5).random((13, 17)).astype(np.float32)
+    steps = [sk.Matrix(a)]
+    for _ in range(6):
+        steps.append(heat_c(steps[-1]))
+    want3, want6 = (steps[k].to_numpy().view(np.uint32) for k in (3, 6))
+    got = heat_c(a, iterations=6, params={"t": 3, "tb_wc": 16, "tb_rows": 4})
+    np.testing.assert_array_equal(got.to_numpy().view(np.uint32), want6)
+    assert len(heat_c.last_launch.events) == 2
+    seq = heat_c >> heat_c >> heat_c
+    for fuse in (1, 2):
+        got = seq(a, params={"fuse": fuse}).to_numpy()
+        np.testing.assert_array_equal(got.view(np.uint32), want3, err_msg=f"fuse={fuse}")
+
+
 # -- bug: a NaN constant had OpenCL's NAN bits -------------------------------------------------
 
 
