@@ -220,6 +220,69 @@ def test_forced_tiles_no_legal_point_keeps_name_the_limit():
     np.testing.assert_array_equal(f.to_numpy(), a)
 
 
+# -- bug: single-step parameters beside t ------------------------------------------------------
+
+
+def test_single_step_parameters_beside_t_1_are_used_and_checked():
+    """``params={"t": 1, "wg_r": 2, "wg_c": 4}`` ran the single steps at the tuner's point
+    (everything beside t=1 was dropped: an unknown name too); now they are the single steps'
+    parameters, checked as such."""
+    step = sk.Stencil(heat, border="wrap")
+    a = np.random.default_rng(6).random((9, 10)).astype(np.float32)
+    want = a
+    for _ in range(3):
+        want = heat(Padded(want, "wrap", 0)).astype(np.float32)
+    got = step(a, iterations=3, params={"t": 1, "wg_r": 2, "wg_c": 4})
+    np.testing.assert_allclose(got.to_numpy(), want, rtol=1e-6)
+    assert step.last_launch.params["wg_r"] == 2 and step.last_launch.local_size == (4, 2)
+    with pytest.raises(sk.ParameterError, match=rf"{HERE}:\d+ \(heat\).*unknown launch "
+                                                r"parameter 'zz'"):
+        step(a, iterations=3, params={"t": 1, "zz": 1})
+
+
+GROUP_PARAMS = """
+import numpy as np
+import skelpy as sk
+from test_stencil_ports import heat
+
+sk.use("cpu:*")
+assert len(sk.current_devices()) == 2, sk.current_devices()
+a = np.ones((8, 6), np.float32)
+for params, says in [({"t": 2, "zz": 1}, "unknown launch parameter 'zz'"),
+                     ({"t": 2, "wg_r": 4}, "unknown launch parameter 'wg_r'"),
+                     ({"t": 2, "tb_wc": 4, "tb_vec": 1}, "less than a quarter")]:
+    try:
+        sk.Stencil(heat, border="wrap")(a, iterations=4, params=params)
+    except sk.ParameterError as exc:
+        assert "test_stencil_ports.py" in str(exc) and says in str(exc), exc
+    else:
+        raise AssertionError(f"{params} ran")
+print("GROUP-PARAMS-OK")
+"""
+
+
+def test_a_pass_on_a_device_group_takes_no_single_step_parameters(tmp_path):
+    """On a device group, parameters beside a forced t > 1 that no pass takes (``wg_r``, or a
+    misspelt name) were dropped silently, and a forced tile no legal point keeps was "not
+    legal on this device/kernel"; as on one device they are errors naming the muscle's line
+    (and the limit), raised before anything is built."""
+    import subprocess
+    import sys
+    try:
+        if "portable computing" not in sk.current_device().platform.lower():
+            pytest.skip("two devices are simulated with PoCL")
+    except sk.SkelpyError:
+        pytest.skip("no OpenCL device")
+    env = dict(os.environ, POCL_DEVICES="pthread pthread",
+               SKELPY_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([os.path.dirname(__file__),
+                                           os.environ.get("PYTHONPATH", "")]))
+    env.pop("SKELPY_DEVICE", None)
+    proc = subprocess.run([sys.executable, "-c", GROUP_PARAMS], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert "GROUP-PARAMS-OK" in proc.stdout, (proc.stdout + proc.stderr)[-3000:]
+
+
 # -- misuse ------------------------------------------------------------------------------------
 
 

@@ -85,6 +85,11 @@ def run(skel, src: Matrix, extras, iterations: int, forced, out_dtype) -> Matrix
     forced = dict(forced or {})
     wanted = {k: forced.pop(k) for k in GROUP_PARAMS if k in forced}
     passes = {k: forced.pop(k) for k in TEMPORAL_NAMES if k in forced}
+    if passes and passes.get("t") != 1 and forced:
+        # as on one device: a pass takes no single-step parameters (they went unnoticed)
+        raise ParameterError(f"{skel.origin}: unknown launch parameter {next(iter(forced))!r} "
+                             f"beside the passes' {sorted(passes)}; a pass takes "
+                             f"{', '.join(TEMPORAL_NAMES)} (single steps: t=1)")
     bound = skel.bind(src, extras, out_dtype)
     if bound.out_dtype != src.dtype and iterations > 1:
         # the first step changes the dtype: a call of its own, one step (so k = 1: a k

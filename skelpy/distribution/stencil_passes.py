@@ -16,6 +16,7 @@ from ..containers import Overlap
 from ..errors import ParameterError
 from ..skeletons.stencil_plan import MatrixExtra
 from ..skeletons.stencil_stream import GPU_MIN_ITEMS_PER_CU
+from ..skeletons.stencil_stream_tile import TILE_NAMES, check_forced
 from .common import group_launch
 from .parts import Parts, allocate, distributed, parts_of
 from .stencil_repeats import Repeats, arg_key, copy_of
@@ -81,13 +82,19 @@ class Temporal:
             if hi <= lo or rt is None:        # (None: a device of another process)
                 continue
             space = tplan.space(rt)
+            forced = None
+            if passes:      # a tile no legal point keeps: named (as on one device)
+                forced = check_forced(
+                    space, passes,
+                    lambda p, dev=rt.device: None if int(p["t"]) == 1 else tplan.broken(p, dev),
+                    TILE_NAMES, skel.origin, rt.device.name)
             req = tuner.TuningRequest(
                 skeleton="stencil", kernel_key=tplan.kernel_key, device=rt.device,
                 space=space, features=tplan.features, origin=skel.origin,
                 dataset={"n": float((hi - lo) * job.cols), "rows": float(hi - lo),
                          "cols": float(job.cols), "dtype_size": float(tplan.itemsize),
                          "iterations": float(job.iterations)},
-                forced=dict(passes) if passes else None)
+                forced=forced)
             try:
                 point, _source = tuner.choose_params(req)
             except ParameterError as exc:
