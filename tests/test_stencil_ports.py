@@ -240,6 +240,27 @@ def test_single_step_parameters_beside_t_1_are_used_and_checked():
         step(a, iterations=3, params={"t": 1, "zz": 1})
 
 
+def test_source_shows_the_pass_a_call_with_t_builds():
+    """``step.source(m, params={"t": 3})`` was "unknown launch parameter 't'" though a call
+    with those params is legal: it shows the pass's program, with the build options the call
+    uses (PoCL's kept loop too, which the streamed sequence's source left out); beside t=1 the
+    single step's. Nothing is built."""
+    step = sk.Stencil(heat, border="wrap")
+    a = np.ones((9, 10), np.float32)
+    text = step.source(a, params={"t": 3, "tb_wc": 32})
+    assert text.startswith("/* temporal blocking: 3 steps per pass, Stencil(")
+    assert "#define SKP_TB_T 3\n" in text and "#define SKP_TB_WC 32\n" in text
+    assert "skelpy_stencil_stream" in text
+    pocl = "portable computing" in sk.current_device().platform.lower()
+    assert f"#define SKP_TB_KEEP_LOOP {int(pocl)}\n" in text
+    streamed = (step >> step).source(a, params={"fuse": 2})
+    assert f"#define SKP_TB_KEEP_LOOP {int(pocl)}\n" in streamed
+    single = step.source(a, params={"t": 1, "cr": 2})
+    assert "#define SKP_CR 2\n" in single and "skelpy_stencil_stream" not in single
+    with pytest.raises(sk.ParameterError, match=rf"{HERE}:\d+ \(heat\).*less than a quarter"):
+        step.source(a, params={"t": 2, "tb_wc": 4, "tb_vec": 1})
+
+
 GROUP_PARAMS = """
 import numpy as np
 import skelpy as sk

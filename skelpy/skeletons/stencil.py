@@ -62,6 +62,7 @@ from .stencil_shape import (
     resolve_shape,
     table_entry,
 )
+from .stencil_stream_tile import TILE_NAMES, check_forced
 
 __all__ = ["Shape", "Stencil", "StencilSequence", "BORDERS", "tile_bytes"]
 
@@ -267,8 +268,29 @@ class Stencil(Skeleton):
 
     @checked_signature
     def source(self, m, *extras, params: Mapping | None = None, out_dtype=None) -> str:
-        """The OpenCL C program a call with these arguments builds (see Skeleton.source)."""
+        """The OpenCL C program a call with these arguments builds (see Skeleton.source);
+        with a pass's parameters (``t``, ``tb_*``: ``iterations=``' temporal blocking) the
+        pass's program (``params={"t": 2}`` was an unknown launch parameter here)."""
+        forced = self._check_params_arg(params)
+        if forced is not None and set(forced) & set(_temporal.NAMES):
+            if forced.get("t") != 1:
+                return self._pass_source(m, extras, forced, out_dtype)
+            params = {k: v for k, v in forced.items() if k not in _temporal.NAMES} or None
         return super().source(m, *extras, params=params, out_dtype=out_dtype)
+
+    def _pass_source(self, m, extras, forced, out_dtype) -> str:
+        src = self._as_input(m)
+        bound = self._bind(src, extras, out_dtype)
+        tplan = self.temporal_plan(bound, src, out_dtype)
+        if isinstance(tplan, str):
+            raise self._error(ParameterError, f"params {forced}: this stencil cannot run "
+                              f"several steps per pass ({tplan}); leave t out or use t=1")
+        rt = _rt.current()
+        point = check_forced(tplan.space(rt), forced,
+                             lambda p: None if int(p["t"]) == 1 else tplan.broken(p, rt.device),
+                             TILE_NAMES, self.origin, rt.device.name)
+        return (f"/* temporal blocking: {int(point['t'])} steps per pass, {self.origin} */\n"
+                + tplan.program_text(rt, point, *src.shape))
 
     def _describe(self, args, out_dtype=None):
         src = self._as_input(args[0])

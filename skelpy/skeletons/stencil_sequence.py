@@ -410,8 +410,7 @@ class StencilSequence:
                     tile = dict({k: point[k] for k in TILE_NAMES}, t=splan.n_stages)
                     return (f"/* streamed: {len(self.stages)} stages in one pass, "
                             f"{self.origin} */\n"
-                            + splan.program.program_text(splan.macros(
-                                tile, splan.small(*src.shape))))
+                            + splan.program_text(rt, tile, *src.shape))
         texts = []
         cur = src
         for i, stage in enumerate(self.stages):

@@ -479,10 +479,19 @@ class StreamPlan(StreamTile):
         return split, schunk, groups_r - tail_r + -(-rest // (schunk * wr))
 
     # -- running -----------------------------------------------------------------------------
+    def options(self, rt: _rt.Runtime, point: Mapping, small: bool = False) -> tuple[str, ...]:
+        """The build options of a pass at ``point`` on ``rt``'s device."""
+        return self.macros(point, small, self.pocl_keeps_loop
+                           and "portable computing" in rt.device.platform.lower())
+
+    def program_text(self, rt: _rt.Runtime, point: Mapping, rows: int, cols: int) -> str:
+        """The program a pass at ``point`` over ``rows`` x ``cols`` builds on ``rt``'s device,
+        its build options as ``#define`` lines in front (what ``source()`` shows)."""
+        return self.program.program_text(self.options(rt, point, self.small(rows, cols)))
+
     def kernel(self, rt: _rt.Runtime, point: Mapping, small: bool = False,
                extra: tuple[str, ...] = ()):
-        opts = self.macros(point, small, self.pocl_keeps_loop
-                           and "portable computing" in rt.device.platform.lower()) + extra
+        opts = self.options(rt, point, small) + extra
         kernels = self._kernels.setdefault(rt, {})
         k = kernels.get(opts)
         if k is None:
