@@ -37,6 +37,8 @@ from .programs import ProgramCache
 
 # The build option that lets oclgrind run skelpy's kernels (see Runtime.__init__).
 _NO_RESTRICT = "-Drestrict="
+# ... and tells device code it runs there (what oclgrind cannot run has another form)
+_SIMULATOR = "-DSKP_SIMULATOR=1"
 
 # Launch failures that mean "these launch parameters are not acceptable here" ([Cummins 2018]
 # §5.4.1 calls them refused parameters): retrying with other parameters can succeed.
@@ -365,7 +367,7 @@ class Runtime:
         skeleton and its muscle's file and line) starts any BuildError's message; ``owner``
         (a plan) keeps the entry while it lives (see :class:`ProgramCache`)."""
         if self._simulator:
-            options = (*options, _NO_RESTRICT)
+            options = (*options, _NO_RESTRICT, _SIMULATOR)
         opts = " ".join(options)
         key = (source, opts)
         prg = self.programs.get(key, owner)

@@ -109,6 +109,7 @@ class StencilPlan(Plan):
     shape: Shape                      # the reach the kernel stages and checks
     in_dtype: np.dtype
     tile_itemsize: int                # bytes of one staged input element
+    packed: bool = False              # the vector path's interior is packed (muscle/packed.py)
 
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_LOCAL={int(point['local'])}", f"-DSKP_CR={int(point['cr'])}",
@@ -136,7 +137,7 @@ class StencilPlan(Plan):
         max_c = items[0] if items else dev.max_work_group_size
         max_r = items[1] if len(items) > 1 else 1
         budget = dev.local_mem_size - LOCAL_RESERVE
-        shape, itemsize = self.shape, self.tile_itemsize
+        shape, itemsize, packed = self.shape, self.tile_itemsize, self.packed
 
         def sized(p) -> bool:             # not the runtime's choice (wg_r = wg_c = 0)
             return not (int(p["wg_r"]) == 0 and int(p["wg_c"]) == 0)
@@ -164,9 +165,11 @@ class StencilPlan(Plan):
                            "local=1"),
             Rule(lambda p: not vector(p) or int(p["cc"]) == 1,
                  lambda p: f"vec={p['vec']} computes vec columns per work-item: cc must be 1"),
-            Rule(lambda p: not vector(p) or window_elements(shape, p, itemsize) <= WINDOW_LIMIT,
+            Rule(lambda p: not vector(p)
+                 or window_elements(shape, p, itemsize, packed) <= WINDOW_LIMIT,
                  lambda p: f"the vector path's register window of "
-                           f"{window_elements(shape, p, itemsize)} elements (cr={p['cr']}, "
+                           f"{window_elements(shape, p, itemsize, packed)} "
+                           f"{'words' if packed else 'elements'} (cr={p['cr']}, "
                            f"vec={p['vec']}: {columns(p)} columns, reach {shape}) is over "
                            f"{WINDOW_LIMIT}"),
             Rule(lambda p: sized(p) or not int(p["local"]),
@@ -218,11 +221,14 @@ class StencilPlan(Plan):
         return space, rules
 
 
-def window_elements(shape: Shape, point: Mapping, itemsize: int = VECTOR_WORD) -> int:
+def window_elements(shape: Shape, point: Mapping, itemsize: int = VECTOR_WORD,
+                    packed: bool = False) -> int:
     """Size of the vector path's per-work-item register window (elements of ``itemsize``
-    bytes)."""
-    return ((shape.north + int(point["cr"]) + shape.south)
-            * (shape.west + vector_columns(point, itemsize) + shape.east))
+    bytes; ``packed``: 32-bit words, the item's own and one of halo each side)."""
+    rows = shape.north + int(point["cr"]) + shape.south
+    if packed:
+        return rows * (vector_columns(point, itemsize) // 4 + 2)
+    return rows * (shape.west + vector_columns(point, itemsize) + shape.east)
 
 
 def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
