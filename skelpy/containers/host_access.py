@@ -71,9 +71,7 @@ class HostAccess:
         s = self._storage
         if s.host is not None:
             return s.host.reshape(-1)[position]
-        first = tuple(int(i) for i in np.unravel_index(position, s.shape))
-        n = len(s.shape)
-        return s.read_part(Selection(first, (1,) * n, (1,) * n, (False,) * n, (True,) * n))
+        return s.read_part(_one_element(position, s.shape))
 
     def __setitem__(self, key, value) -> None:
         """Write on the host, or straight into the device copy when that one is the newest
@@ -101,10 +99,7 @@ class HostAccess:
         part = _layout.index(self._layout, self._shape, key)
         if s.host is None and part is not None:
             if isinstance(part, int):
-                first = tuple(int(i) for i in np.unravel_index(part, s.shape))
-                n = len(s.shape)
-                s.write_part(Selection(first, (1,) * n, (1,) * n, (False,) * n, (True,) * n),
-                             value, self)
+                s.write_part(_one_element(part, s.shape), value, self)
                 return
             sel = _layout.selection_of(part[0], part[1], s.shape)
             if sel is not None:
@@ -228,6 +223,13 @@ def _plain(value):
         return tuple(_plain(v) for v in value)
     return value
 
+
+
+def _one_element(position: int, shape: tuple[int, ...]) -> Selection:
+    """The element at flat ``position`` of a block of ``shape``, as a selection."""
+    first = tuple(int(i) for i in np.unravel_index(position, shape))
+    n = len(shape)
+    return Selection(first, (1,) * n, (1,) * n, (False,) * n, (True,) * n)
 
 
 def _writable_view(block: np.ndarray, lay: Layout, shape: tuple[int, ...]) -> np.ndarray:
