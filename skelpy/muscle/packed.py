@@ -48,8 +48,8 @@ _BOOL = np.dtype(np.bool_)
 
 
 # The 32 bits from bit s of the 64-bit word hi:lo (s a multiple of 8). clang makes the shift
-# pair an llvm.fshl, which oclgrind does not know: there (SKP_SIMULATOR, runtime.py) a byte
-# shuffle instead.
+# pair an llvm.fshl, which oclgrind does not know: there (SKP_SIMULATOR, program_builder.py)
+# a byte shuffle instead.
 _FUNNEL = """#ifndef SKP_FUNNEL
 #if defined(SKP_SIMULATOR) && SKP_SIMULATOR
 #define SKP_FUNNEL(lo, hi, s) as_uint(shuffle2(as_uchar4(lo), as_uchar4(hi), \\
