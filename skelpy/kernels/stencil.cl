@@ -182,15 +182,22 @@
 #define SKP_PACKED_EDGE_PATH                                                           \
     {                                                                                  \
         uint pwin[SKP_WIN_R * SKP_PWIN];                                               \
+        /* the item's own words of a row: one vector where they lie inside and rows are \
+         * whole vectors, as the interior path reads them */                           \
+        const bool own_in = cb >= 0 && cb + SKP_VEC <= cols && cols % SKP_VEC == 0;   \
         _Pragma("unroll")                                                              \
         for (int i = 0; i < SKP_WIN_R; ++i) {                                          \
             const int gr = min(rb - SKP_N + i, rows - 1 + SKP_S);                      \
             const bool row_in = gr >= 0 && gr < rows;                                  \
             __global const uchar* row =                                                \
                 (__global const uchar*)in + (SKP_IDX_T)max(gr, 0) * cols;              \
+            if (row_in && own_in)                                                      \
+                SKP_PSTORE(*(__global const SKP_PVT*)(row + cb), pwin + i * SKP_PWIN + 1); \
             _Pragma("unroll")                                                          \
             for (int j = 0; j < SKP_PWIN; ++j) {                                       \
                 const int c = cb - 4 + 4 * j;                                          \
+                if (row_in && own_in && j >= 1 && j <= SKP_PW)                         \
+                    continue;                                                          \
                 uint wv = 0u;                                                          \
                 if (row_in && c >= 0 && c + 4 <= cols) {                               \
                     wv = (cols & 3) == 0 ? *(__global const uint*)(row + c)            \
@@ -211,11 +218,19 @@
             if (rb + k >= SKP_ROW_END)                                                 \
                 break;                                                                 \
             __global uchar* o = (__global uchar*)out + (SKP_IDX_T)(rb + k) * cols;     \
+            uint res[SKP_PW];                                                          \
+            _Pragma("unroll")                                                          \
+            for (int j = 0; j < SKP_PW; ++j)                                           \
+                res[j] = skp_muscle_packed(pwin + (SKP_N + k) * SKP_PWIN + 1 + j,     \
+                                           SKP_PWIN);                                  \
+            if (own_in) {                                                              \
+                *(__global SKP_PVT*)(o + cb) = SKP_PLOAD(res);                         \
+                continue;                                                              \
+            }                                                                          \
             _Pragma("unroll")                                                          \
             for (int j = 0; j < SKP_PW; ++j) {                                         \
                 const int c = cb + 4 * j;                                              \
-                const uint r = skp_muscle_packed(pwin + (SKP_N + k) * SKP_PWIN + 1 + j,   \
-                                                 SKP_PWIN);                            \
+                const uint r = res[j];                                                 \
                 if (c + 4 <= cols && (cols & 3) == 0) {                                \
                     *(__global uint*)(o + c) = r;                                      \
                 } else if (c + 4 <= cols) {                                            \

@@ -236,8 +236,11 @@ class _Emitter:
 
     def column_sum(self, profile: tuple, off: int) -> tuple[str, str, int]:
         """sum(coef * row dr) at word offset ``off``, unshifted (lanes of that word)."""
+        # the cell's own row last: a profile without it (Life's column of the cell) is then
+        # the first part of one with it, and the two share their sum
+        order = sorted(profile, key=lambda t: (t[0] == 0, t[0]))
         return self.combine([(self.halves(self.word(dr, off)) + (255,), c)
-                             for dr, c in profile])
+                             for dr, c in order])
 
     def shifted_sum(self, profile: tuple, dc: int) -> tuple[str, str, int]:
         """The column sum of ``profile`` at column offset ``dc`` from each cell."""

@@ -153,11 +153,12 @@ class StencilPlan(Plan):
             at_least("cr", 1),
             at_least("cc", 1),
             one_of("vec", VEC_VALUES),
-            Rule(lambda p: int(p["cr"]) * columns(p) <= MAX_CELLS,
+            # (packed plans unroll their loops per word of 4 cells)
+            Rule(lambda p: int(p["cr"]) * columns(p) <= MAX_CELLS * (4 if packed else 1),
                  lambda p: f"cr={p['cr']} x cc={p['cc']} (or vec={p['vec']}: "
                            f"{columns(p)} columns) cells per work-item is over skelpy's "
-                           f"maximum MAX_CELLS ({MAX_CELLS}; the cell loops are unrolled: "
-                           "build time grows with them)"),
+                           f"maximum MAX_CELLS ({MAX_CELLS}{' words' if packed else ''}; "
+                           "the cell loops are unrolled: build time grows with them)"),
             # the vector path reads global memory into registers: no local tile, no column
             # coarsening beyond the vector, and a window small enough to stay in registers
             Rule(lambda p: not vector(p) or not int(p["local"]),
