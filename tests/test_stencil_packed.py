@@ -216,3 +216,16 @@ def test_iterations_default_to_packed_single_steps():
         bound = st_.bind(m, ())
         assert bound.plan.packed is packed
         assert st_.temporal_plan(bound, m).single_first is packed
+
+
+def test_packed_plans_default_to_four_words_on_every_device():
+    """The vector path is the packed one: its default takes 4 words (16 cells) per row of a
+    work-item, on CPUs too (where vec is otherwise not tuned)."""
+    from skelpy import runtime
+
+    m = sk.Matrix(np.zeros((16, 32), np.uint8))
+    plan = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8).bind(m, ()).plan
+    space, _ = plan.make_space(runtime.current())
+    assert space.default["vec"] == 4 and space.is_legal(space.default)
+    got = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)(m).to_numpy()
+    assert np.array_equal(got, numpy_eval(life, np.zeros((16, 32), np.uint8)))

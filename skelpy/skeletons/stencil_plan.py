@@ -210,10 +210,12 @@ class StencilPlan(Plan):
             # 1.4x faster for a Gaussian 5x5 yet 1.4x slower for the 5-point stencil, the model
             # shipped for PoCL predates it, and the larger space slowed decisions (0.9 vs 0.55
             # ms).
-            Param("vec", VEC_VALUES if dev.kind == "gpu" else (1,),
+            # Packed plans tune it on CPUs too (Life uint8 on PoCL: packed words 3-13x faster
+            # than the per-cell default, 512^2-2048^2).
+            Param("vec", VEC_VALUES if dev.kind == "gpu" or packed else (1,),
                   doc="columns per work-item read and written as one vector"),
         ]
-        space = ParamSpace(params, default_point(dev, self.features, itemsize), rules,
+        space = ParamSpace(params, default_point(dev, self.features, itemsize, packed), rules,
                            extra_values_ok=("wg_r", "wg_c", "cr", "cc", "vec"))
         if not space.is_legal(space.default):
             nearest = space.nearest(space.default)
@@ -247,7 +249,8 @@ def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
 HEAVY_READS = {"gpu": 48}
 
 
-def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WORD) -> dict:
+def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WORD,
+                  packed: bool = False) -> dict:
     """A good first guess before the tuner knows better, measured with
     ``benchmarks/bench_stencil.py`` (``--bandwidth-sweep`` and the "skelpy best" sweeps).
 
@@ -263,6 +266,14 @@ def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WOR
     instructions per byte moved, and the 2-byte-wide default spent 30 per cell (ptxas, sm_90)
     where 4 x uchar8 and 2 x uchar16 both spend 15.5; 4 x uchar8 does it in 48 registers
     against 76 (more work-groups per compute unit to hide memory latency)."""
+    if packed:
+        # one-byte muscles packed four cells per word (muscle/packed.py) take 16 columns (4
+        # words) per work-item: the best measured point on an H200 (Life uint8: 64% / 77% of
+        # copy at 8192^2 / 16384^2, 2 rows in 4 x 32 groups) and among the best three on PoCL
+        # (4 rows in 4 x 16 groups, 512^2-2048^2). A model that predates ``vec`` keeps it.
+        if dev.kind == "gpu":
+            return {"wg_r": 4, "wg_c": 32, "cr": 2, "cc": 1, "local": 0, "vec": 4}
+        return {"wg_r": 4, "wg_c": 16, "cr": 4, "cc": 1, "local": 0, "vec": 4}
     reads = float(features.get("reads_dyn", features.get("reads", 0.0)))
     area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
             * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
