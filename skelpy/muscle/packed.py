@@ -9,10 +9,11 @@ instruction serves four (or, in 16-bit lanes, two) cells: a hand-written packed 
 :func:`lower` turns a typed body (``typed.py``) into ``skp_muscle_packed(w, wp)``, which
 computes the 4 cells of one output word from the input words around it (``w`` points at the
 word of the cell row in a window ``wp`` words wide, with one word of halo each side, so the
-body may read columns -4..4 around each cell). It covers straight-line bodies over uint8, int8
-and bool values: ``+ - *`` (``*`` by a constant), unary ``- + ~``, ``& | ^``, comparisons
-(``== != < <= > >=``, one operator), ``not``/``and``/``or`` of bools, ``x if c else y``,
-locals, and returning a value stored in one byte. Anything else raises :class:`NotPackable`
+body may read columns -4..4 around each cell). It covers bodies over uint8, int8 and bool
+values: ``+ - *`` (``*`` by a constant), unary ``- + ~``, ``& | ^``, comparisons (``== != <
+<= > >=``, one operator), ``not``/``and``/``or`` of bools, ``x if c else y``, locals, ``for``
+over a short constant ``range`` (unrolled) and ``if`` on constants, and returning a value
+stored in one byte. Anything else raises :class:`NotPackable`
 and the skeleton keeps its per-cell code. Results equal the per-cell code's bit for bit:
 
 - Sums are linear forms mod 256 (NumPy's uint8/int8 arithmetic wraps), evaluated in 16-bit
@@ -280,6 +281,7 @@ class _Lowering:
         self.tb = tb
         self.em = _Emitter()
         self.env: dict[str, object] = {}
+        self.consts: dict[str, int] = {}      # loop variables of the unrolled loops
         self.reads: set[tuple[int, int]] = set()
 
     def fail(self, node, what: str):
@@ -308,7 +310,13 @@ class _Lowering:
             body = body[1:]                    # the docstring
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
             self.fail(fn, "the body does not end in one return of a value")
-        for st in body[:-1]:
+        self.block(body[:-1])
+        return self.result(self.expr(body[-1].value), body[-1].value, out_dtype)
+
+    def block(self, stmts) -> None:
+        """Straight-line statements; ``for`` over a constant ``range`` is unrolled here (its
+        variable is a constant in each copy) and ``if`` on a constant takes its branch."""
+        for st in stmts:
             if isinstance(st, ast.Pass):
                 continue
             if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
@@ -316,9 +324,70 @@ class _Lowering:
                 self.assign(st.targets[0].id, self.expr(st.value), st)
             elif isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
                 self.assign(st.target.id, self.expr(self.tb.synth[st]), st)
+            elif isinstance(st, ast.If):
+                test = self.static(st.test)
+                if test is None:
+                    self.fail(st, "an if whose condition depends on the data")
+                self.block(st.body if test else st.orelse)
+            elif isinstance(st, ast.For) and isinstance(st.target, ast.Name) and \
+                    not st.orelse:
+                name = st.target.id
+                for value in self.static_range(st.iter):
+                    self.consts[name] = value
+                    self.block(st.body)
+                self.consts.pop(name, None)
             else:
                 self.fail(st, f"a {type(st).__name__} statement")
-        return self.result(self.expr(body[-1].value), body[-1].value, out_dtype)
+
+    def static_range(self, node) -> range:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "range" and not node.keywords and 1 <= len(node.args) <= 3:
+            args = [self.static(a) for a in node.args]
+            if all(isinstance(a, int) and not isinstance(a, bool) for a in args) and \
+                    (len(args) < 3 or args[2] != 0):
+                r = range(*args)
+                if len(r) <= 64:
+                    return r
+        self.fail(node, "a loop that is not over a short constant range")
+
+    def static(self, node):
+        """The value of an expression of constants and unrolled loop variables (Python's
+        semantics on Python ints), or None."""
+        c = self.tb.const(node)
+        if c is not NO_CONST:
+            return c if isinstance(c, (bool, int)) else None
+        if isinstance(node, ast.Name):
+            return self.consts.get(node.id)
+        if isinstance(node, ast.UnaryOp):
+            v = self.static(node.operand)
+            if v is None:
+                return None
+            return {ast.USub: lambda: -v, ast.UAdd: lambda: +v, ast.Not: lambda: not v,
+                    ast.Invert: lambda: ~v}[type(node.op)]()
+        if isinstance(node, ast.BinOp):
+            a, b = self.static(node.left), self.static(node.right)
+            ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+                   ast.FloorDiv: lambda: a // b if b else None,
+                   ast.Mod: lambda: a % b if b else None}
+            if a is None or b is None or type(node.op) not in ops:
+                return None
+            return ops[type(node.op)]()
+        if isinstance(node, ast.BoolOp):
+            vals = [self.static(v) for v in node.values]
+            if any(v is None for v in vals):
+                return None
+            return all(vals) if isinstance(node.op, ast.And) else any(vals)
+        if isinstance(node, ast.Compare):
+            vals = [self.static(node.left)] + [self.static(v) for v in node.comparators]
+            if any(v is None for v in vals):
+                return None
+            cmp = {ast.Eq: lambda x, y: x == y, ast.NotEq: lambda x, y: x != y,
+                   ast.Lt: lambda x, y: x < y, ast.LtE: lambda x, y: x <= y,
+                   ast.Gt: lambda x, y: x > y, ast.GtE: lambda x, y: x >= y}
+            if any(type(op) not in cmp for op in node.ops):
+                return None
+            return all(cmp[type(op)](x, y) for op, x, y in zip(node.ops, vals, vals[1:]))
+        return None
 
     def assign(self, name: str, value, node) -> None:
         t = self.tb.var_types.get(name)
@@ -372,6 +441,8 @@ class _Lowering:
         return meth(node)
 
     def _Name(self, node):
+        if node.id in self.consts:
+            return self.consts[node.id]
         v = self.env.get(node.id)
         if v is None:
             self.fail(node, f"the name {node.id!r}")
@@ -382,8 +453,8 @@ class _Lowering:
         if note is None or not isinstance(note.meaning, AccessorRead) or \
                 note.meaning.param.index != 0 or len(note.meaning.indices) != 2:
             self.fail(node, "a subscript that is not a read of the neighbourhood")
-        offs = [self.tb.const(i) for i in note.meaning.indices]
-        if any(o is NO_CONST or isinstance(o, bool) or not isinstance(o, (int, np.integer))
+        offs = [self.static(i) for i in note.meaning.indices]
+        if any(o is None or isinstance(o, bool) or not isinstance(o, (int, np.integer))
                for o in offs):
             self.fail(node, "a neighbourhood read at a computed offset")
         dr, dc = (int(o) for o in offs)
@@ -457,9 +528,16 @@ class _Lowering:
             b = em.mask_word(self.as_mask(self.expr(node.orelse), node))
             m = em.mask_word(test)
             return _Mask(em.let(f"({m} & {a}) | (~{m} & {b})"))
-        signed = self.int8(node)
-        a = em.bytes_of(self.as_lin(self.expr(node.body), node, signed))
-        b = em.bytes_of(self.as_lin(self.expr(node.orelse), node, signed))
+        if t.weak and t.kind == "i":           # `1 if c else 0`: Python ints, stored mod 256
+            body, orelse = self.expr(node.body), self.expr(node.orelse)
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (body, orelse)):
+                self.fail(node, "x if c else y of Python ints that are not constants")
+            signed = False
+        else:
+            signed = self.int8(node)
+            body, orelse = self.expr(node.body), self.expr(node.orelse)
+        a = em.bytes_of(self.as_lin(body, node, signed))
+        b = em.bytes_of(self.as_lin(orelse, node, signed))
         m = em.let(f"{em.ones(test)} * 0xffu")
         word = em.let(f"({m} & {a}) | (~{m} & {b})")
         return _Lin(((("b", word), 1),), 0, signed)
