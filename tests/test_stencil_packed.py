@@ -221,6 +221,33 @@ def test_random_muscles_match_numpy(tmp_path_factory, case, seed):
     assert np.array_equal(st_(g, params=PACKED).to_numpy(), want), text
 
 
+G3 = np.array([0.25, 0.5, 0.25], np.float32)
+
+
+def gauss3(nb):
+    acc = np.float32(0)
+    for dr in range(-1, 2):
+        row = np.float32(0)
+        for dc in range(-1, 2):
+            row += G3[dc + 1] * nb[dr, dc]
+        acc += G3[dr + 1] * row
+    return acc
+
+
+def heat(u):
+    return u[0, 0] + 0.1 * (u[-1, 0] + u[1, 0] + u[0, -1] + u[0, 1] - 4 * u[0, 0])
+
+
+def test_iterations_default_to_single_steps_where_passes_do_not_pay():
+    """Compute-heavy stencils (over SINGLE_ABOVE instructions per byte moved) iterate in single
+    steps by default; light ones (heat) in passes where the device's space allows them."""
+    for f, border in ((gauss3, "reflect"), (heat, "nearest")):
+        st_ = sk.Stencil(f, shape=1, border=border)
+        m = sk.Matrix(np.zeros((16, 32), np.float32))
+        bound = st_.bind(m, ())
+        assert st_.temporal_plan(bound, m).single_first is (f is gauss3)
+
+
 def test_iterations_default_to_packed_single_steps():
     """Passes of t steps are not packed: a packed stencil's iterations default to single
     steps on every device (passes stay available to the tuner and to params)."""
