@@ -231,6 +231,69 @@ __kernel void NAME(__global const T* restrict in, __global T* restrict out,     
 LIFE44(life44, uchar, uchar4)
 LIFE44(life44_i32, int, int4)
 
+/* Game of Life on uint8 by hand in SWAR form (SIMD within a register), the bound for byte
+ * stencils: 4 cells per 32-bit word, the neighbour sums in 16-bit lanes (even and odd bytes,
+ * at most 9 x 255 each: no carry crosses a lane; the low byte is the uint8 sum, wrapped as
+ * NumPy's), the rule on byte lanes (a byte is zero iff bit 7 of ((x & 0x7f) + 0x7f) | x is
+ * clear). Each work-item: 8 words (32 cells) x 4 rows, every column sum shared by its
+ * neighbours. Needs cols % 32 == 0 (wrap border). */
+#define SW_VW 8
+#define SW_CR 4
+#define SW_M7 0x7f7f7f7fu
+#define SW_LO 0x00ff00ffu
+inline uint sw_nz(uint x) { return ((x & SW_M7) + SW_M7) | x; }
+__kernel void life_swar(__global const uint* restrict in, __global uint* restrict out,
+                        const int rows, const int cols)
+{
+    const int wcols = cols / 4;
+    const int wc0 = (int)get_global_id(0) * SW_VW, r0 = (int)get_global_id(1) * SW_CR;
+    if (wc0 >= wcols || r0 >= rows) return;
+    const int wl = wc0 == 0 ? wcols - 1 : wc0 - 1;
+    const int wr = wc0 + SW_VW >= wcols ? wc0 + SW_VW - wcols : wc0 + SW_VW;
+    uint E[SW_CR + 2][SW_VW + 2], O[SW_CR + 2][SW_VW + 2], C[SW_CR + 2][SW_VW];
+    _Pragma("unroll")
+    for (int i = 0; i < SW_CR + 2; ++i) {
+        __global const uint* row = in + (size_t)wrapi(min(r0 - 1 + i, rows), rows) * wcols;
+        _Pragma("unroll")
+        for (int q = 0; q < SW_VW; q += 4) {
+            const uint4 v = *(__global const uint4*)(row + wc0 + q);
+            C[i][q] = v.s0; C[i][q + 1] = v.s1; C[i][q + 2] = v.s2; C[i][q + 3] = v.s3;
+        }
+        O[i][0] = (row[wl] >> 8) & SW_LO;
+        E[i][SW_VW + 1] = row[wr] & SW_LO;
+        _Pragma("unroll")
+        for (int j = 0; j < SW_VW; ++j) {
+            E[i][j + 1] = C[i][j] & SW_LO;
+            O[i][j + 1] = (C[i][j] >> 8) & SW_LO;
+        }
+    }
+    _Pragma("unroll")
+    for (int k = 0; k < SW_CR; ++k) {
+        if (r0 + k >= rows) break;
+        uint PE[SW_VW + 2], PO[SW_VW + 2], CE[SW_VW + 2], CO[SW_VW + 2], res[SW_VW];
+        _Pragma("unroll")
+        for (int j = 0; j < SW_VW + 2; ++j) {
+            PE[j] = E[k][j] + E[k + 2][j];
+            PO[j] = O[k][j] + O[k + 2][j];
+            CE[j] = PE[j] + E[k + 1][j];
+            CO[j] = PO[j] + O[k + 1][j];
+        }
+        _Pragma("unroll")
+        for (int j = 1; j <= SW_VW; ++j) {
+            const uint ne = PE[j] + CO[j] + ((CO[j] << 16) | (CO[j - 1] >> 16));
+            const uint no = CE[j] + PO[j] + ((CE[j] >> 16) | (CE[j + 1] << 16));
+            const uint n = (ne & SW_LO) | ((no << 8) & ~SW_LO);
+            const uint a = sw_nz(n ^ 0x03030303u), b = sw_nz(n ^ 0x02020202u),
+                       c = sw_nz(C[k + 1][j - 1] ^ 0x01010101u);
+            res[j - 1] = (~(a & (b | c)) >> 7) & 0x01010101u;
+        }
+        __global uint* o = out + (size_t)(r0 + k) * wcols + wc0;
+        _Pragma("unroll")
+        for (int q = 0; q < SW_VW; q += 4)
+            *(__global uint4*)(o + q) = (uint4)(res[q], res[q + 1], res[q + 2], res[q + 3]);
+    }
+}
+
 __kernel void heat(__global const float* restrict in, __global float* restrict out,
                    const int rows, const int cols)
 {
@@ -337,7 +400,8 @@ def build_cases():
     cases = {
         "game_of_life": dict(
             make=lambda: sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8),
-            dtype=np.uint8, binary=True, hand="life", hand_tuned="life44", scipy=scipy_life,
+            dtype=np.uint8, binary=True, hand="life", hand_tuned="life44", hand_swar="life_swar",
+            scipy=scipy_life,
             cupy=lambda x, cnd: _cupy_life(x, cnd), sweep=SWEEP_GOL_GPU),
         "game_of_life_int32": dict(
             make=lambda: sk.Stencil(life, shape=1, border="wrap", out_dtype=np.int32),
@@ -642,6 +706,11 @@ def main(argv=None) -> dict:
                                       (64, 4) if gpu else (16, 4), per_item=(4, 4))
                 row["tuned_hand_ms"] = t_ht * 1e3
                 row["agree"] = bool(row.get("agree", True) and np.array_equal(got, ref))
+            if case.get("hand_swar") and not args.no_hand and size % 32 == 0:
+                t_sw, ref = time_hand(rt, prg, case["hand_swar"], host, reps,
+                                      (32, 4) if gpu else (4, 4), per_item=(32, 4))
+                row["swar_hand_ms"] = t_sw * 1e3
+                row["agree"] = bool(row.get("agree", True) and np.array_equal(got, ref))
             if ndi is not None and case["scipy"] is not None and not args.no_scipy and \
                     (size <= 2048 or not args.quick):
                 t_sp = time_wall(lambda case=case, host=host: case["scipy"](host),
@@ -666,6 +735,9 @@ def main(argv=None) -> dict:
                 if "tuned_hand_ms" in row:
                     row["tuned hand %copy"] = 100.0 * moved / (row["tuned_hand_ms"] * 1e-3) \
                         / copy_bw
+                if "swar_hand_ms" in row:
+                    row["swar hand %copy"] = 100.0 * moved / (row["swar_hand_ms"] * 1e-3) \
+                        / copy_bw
             rows.append(row)
             details.append({**row, "params": p_sk, "best_params": p_best})
             pct = (f" ({row['skelpy %copy']:.0f}% / {row['%copy']:.0f}% of copy)"
@@ -674,8 +746,8 @@ def main(argv=None) -> dict:
                   f"{t_best * 1e3:.3f} ms {p_best}{pct}", flush=True)
     cols = ["case", "size", "skelpy_ms", "skelpy_best_ms", "hand_ms", "skelpy/hand",
             "scipy_ms", "scipy_sep_ms", "scipy/skelpy", "cupy_ms", "cupy/skelpy", "GB/s",
-            "best GB/s", "skelpy %copy", "default %copy", "%copy", "tuned_hand_ms",
-            "tuned hand %copy", "agree"]
+            "best GB/s", "skelpy %copy", "default %copy", "%copy", "tuned_hand_ms", "swar_hand_ms",
+            "tuned hand %copy", "swar hand %copy", "agree"]
     present = [c for c in cols if any(c in r for r in rows)]
     print_table(rows, present, title=f"Stencil benchmarks on {dev.name} (kernel times, "
                 f"min of {reps})")
