@@ -35,7 +35,7 @@ from ..distribution.exchange import Piece
 from ..distribution.parts import allocate, layout, redistribute
 from ..dtypes import check_dtype, storage_dtype
 from ..errors import CollectiveError, ShapeError
-from .exchange import HOST_WRITE
+from .status import HOST_WRITE
 
 __all__ = ["Collective"]
 

@@ -29,8 +29,6 @@ what each rank does, instead of exchanging mismatched messages (a hang, or garba
 
 from __future__ import annotations
 
-import builtins
-import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -40,16 +38,10 @@ import pyopencl as cl
 
 from .. import errors
 from ..distribution.exchange import Exchange, Moved, Span, keep_until_done, value_buffer
+from .status import EXCHANGE, STEPS, Call, describe, mismatch, rebuild, token
 
 __all__ = ["MPIExchange"]
 
-EXCHANGE, HOST_WRITE = 0, 1    # what a rank does at a collective (see MPIExchange.check)
-# what each step of a call does, as a message names it (MPIExchange.check's ``step``)
-STEPS = {"end": "ending the call", "move": "exchanging rows", "agree": "agreeing on a decision",
-         "gather": "gathering a container to every rank (to_numpy)",
-         "upload": "uploading host data", "scatter": "scattering data from one rank",
-         "values": "gathering per-rank values", "share": "sharing a folded value",
-         "objects": "comparing arguments"}
 STATUS = 4                       # int64 words of a rank's status: failed, op, token, has a value
 VALUE_BYTES = 16                 # a small value riding in the same record (accumulators: <= 8)
 RECORD = STATUS + VALUE_BYTES // 8
@@ -75,62 +67,6 @@ class _Pinned:
         done = cl.command_execution_status.COMPLETE
         self.busy = [e for e in self.busy if e.command_execution_status != done]
         return not self.busy
-
-
-class _Call:
-    """What this rank is doing: ``label`` (a skeleton, or words) over ``args``. Its digests
-    (``kind``: what is called; ``sig``: the containers' shapes and dtypes and the integer
-    arguments) go into every status record the call's steps send (:meth:`MPIExchange.check`)."""
-
-    __slots__ = ("label", "args", "kind", "sig")
-
-    def __init__(self, label, args: tuple):
-        self.label, self.args = label, args
-        name = label if isinstance(label, (str, type(None))) else \
-            f"{type(label).__name__}/{getattr(label, 'kind', '')}"
-        name = name or ""
-        self.kind = zlib.crc32(name.encode())
-        self.sig = zlib.crc32(repr(_signature(args)).encode())
-
-    def describe(self) -> str:
-        if self.label is None:                # a collective outside any skeleton call
-            return ""
-        label = self.label if isinstance(self.label, str) else \
-            getattr(self.label, "origin", type(self.label).__name__)
-        shown = _signature(self.args)
-        return label + (" on (" + ", ".join(map(_shown, shown)) + ")" if shown else "")
-
-
-def _signature(args, depth: int = 0) -> tuple:
-    """What must agree across the ranks among a call's arguments: containers' and arrays'
-    kinds, shapes and dtypes (also inside lists of extras), and at the top level integers
-    (``iterations``), dtypes, names and distributions. Numbers among a muscle's extra
-    arguments are not compared (they may differ by rank, as in any SPMD program)."""
-    out = []
-    for x in args:
-        if hasattr(x, "shape") and not isinstance(x, (str, bytes, np.generic)):
-            dt = getattr(x, "dtype", None)
-            out.append((type(x).__name__, tuple(x.shape), None if dt is None else
-                        np.dtype(dt).str))
-        elif isinstance(x, (list, tuple)) and depth < 2 and len(x) <= 64:
-            inner = _signature(x, depth + 1)
-            if inner:
-                out.append(inner)
-        elif depth == 0 and isinstance(x, (int, np.integer)) and not isinstance(x, bool):
-            out.append(int(x))
-        elif depth == 0 and isinstance(x, (str, np.dtype)) or type(x).__name__ == \
-                "Distribution":
-            out.append(str(x))
-    return tuple(out)
-
-
-def _shown(item) -> str:
-    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[1], tuple):
-        cls, shape, dt = item
-        return f"{cls}{list(shape)}" + (f" {np.dtype(dt)}" if dt else "")
-    if isinstance(item, tuple):
-        return "[" + ", ".join(map(_shown, item)) + "]"
-    return repr(item)
 
 
 def _chunks(view: np.ndarray):
@@ -175,7 +111,7 @@ class MPIExchange(Exchange):
         self._record: _Pinned | None = None   # this rank's status record, pinned (see check)
         self.collectives = 0              # status collectives so far
         self._closed_at = -1              # the one that closed the current call, if any
-        self._calls: list[_Call] = []     # the calls this rank is in (nested), innermost last
+        self._calls: list[Call] = []     # the calls this rank is in (nested), innermost last
         self.stats = {"moves": 0, "bytes": 0, "messages": 0}
 
     # -- failures ------------------------------------------------------------------------------
@@ -207,29 +143,25 @@ class MPIExchange(Exchange):
         flags = every[:, 0]
         if flags.any():
             first = int(np.flatnonzero(flags)[0])
-            info = self.comm.bcast(_describe(failure) if self.rank == first else None,
+            info = self.comm.bcast(describe(failure) if self.rank == first else None,
                                    root=first)
             if self.rank != first:
-                raise _rebuild(info)
+                raise rebuild(info)
             if from_worker:                   # (the caller has no exception of its own)
                 failure._skelpy_shared = True
                 raise failure
             return every
         if (every[:, 1:3] != every[0, 1:3]).any():
             whats = self.comm.allgather(self._doing(step) if op == EXCHANGE else what)
-            exc = errors.CollectiveError(_mismatch(every[:, :3], whats))
+            exc = errors.CollectiveError(mismatch(every[:, :3], whats))
             exc._skelpy_shared = True
             raise exc
         return every
 
     def _token(self, step: str, detail) -> int:
-        """The digest an exchange's status record carries: the innermost call's (what it
-        calls, its arguments' signature) with the step and the step's layout."""
-        call = self._calls[-1] if self._calls else None
-        kind, sig = (call.kind, call.sig) if call is not None else (0, 0)
-        high = zlib.crc32(step.encode(), kind) & 0x7FFFFFFF
-        low = sig if detail is None else zlib.crc32(repr(detail).encode(), sig)
-        return high << 32 | low
+        """The digest an exchange's status record carries (:func:`.status.token`) for the
+        innermost call this rank is in."""
+        return token(self._calls[-1] if self._calls else None, step, detail)
 
     def _doing(self, step: str) -> str:
         """What this rank is doing at a status collective, in words (for a mismatch)."""
@@ -257,7 +189,7 @@ class MPIExchange(Exchange):
 
     @contextmanager
     def call(self, label="a collective call", args: tuple = ()):
-        self._calls.append(_Call(label, tuple(args)))
+        self._calls.append(Call(label, tuple(args)))
         self.depth += 1
         try:
             yield
@@ -604,49 +536,3 @@ class MPIExchange(Exchange):
         self.rt.queue.finish()
         self.copy_queue.finish()
         self._pending.clear()
-
-
-def _mismatch(every: np.ndarray, whats: list[str]) -> str:
-    """The message every rank raises when the ranks are not doing the same."""
-    ops, tokens = every[:, 1].tolist(), every[:, 2].tolist()
-    if HOST_WRITE in ops:
-        doing = []
-        for r, (op, token) in enumerate(zip(ops, tokens, strict=True)):
-            if op == HOST_WRITE:
-                doing.append(f"rank {r} writes {whats[r]} (digest {token & 0xffffffff:08x})")
-            else:
-                doing.append(f"rank {r} is in a skeleton call or collective" +
-                             (f" ({whats[r]})" if whats[r] else ""))
-        return ("under MPI a write through a container (v[i] = x, host_edit) is collective: "
-                "every rank makes the same write at the same point of the program, or the "
-                "ranks' copies would differ; here " + "; ".join(doing))
-    doing = "; ".join(f"rank {r}: {w}" for r, w in enumerate(whats))
-    if len({t >> 32 for t in tokens}) == 1:
-        return ("under MPI every rank makes the same skeleton call with containers of the same "
-                "shapes, dtypes and distributions (and the same iterations); here the ranks' "
-                "arguments differ: " + doing)
-    return ("under MPI every rank makes the same skeleton calls and collective container "
-            "operations (construction, to_numpy, redistribute, writes) in the same order; "
-            "here the ranks are at different points: " + doing)
-
-
-def _describe(exc: BaseException) -> tuple:
-    """What another rank needs to raise ``exc`` again: class, message, simple attributes."""
-    attrs = {k: v for k, v in vars(exc).items()
-             if isinstance(v, (str, int, float, bool, type(None), dict, tuple, list))}
-    return type(exc).__module__, type(exc).__name__, str(exc), attrs
-
-
-def _rebuild(info: tuple) -> BaseException:
-    """The exception ``_describe`` described: the same skelpy (or builtin) class and message."""
-    module, name, message, attrs = info
-    cls = getattr(errors, name, None) if module == errors.__name__ else None
-    if cls is None and module == "builtins":
-        cls = getattr(builtins, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = errors.SkelpyError
-    exc = cls.__new__(cls)
-    Exception.__init__(exc, message)
-    vars(exc).update(attrs)
-    exc._skelpy_shared = True
-    return exc

@@ -189,15 +189,32 @@ def test_a_failure_after_the_status_collective_of_a_halo_exchange_leaves_no_rank
 # -- message order ---------------------------------------------------------------------------
 
 
-def test_a_scatter_right_after_a_stencil_does_not_take_its_halo_rows():
+def test_a_scatter_right_after_a_stencil_does_not_take_its_halo_rows(monkeypatch):
     # was: the scatter sent its rows from the main thread at once, while the stencil's last
     # halo rows (the same tag, to the same rank) still waited on the progress thread for
     # their download: the receiving rank took the scatter's rows as halo rows (an MPI
-    # truncation error, or wrong halo rows), and the halo rows as the scatter's
-    a = data((400, 256), seed=6)
-    for _ in range(2):
-        out = STEP(sk.Matrix(a), iterations=3, params={"k": 1, "t": 1, "route": "queue"})
-        v = sk.Vector(np.arange(2 * SIZE, dtype=np.float32) if RANK == 0 else None,
-                      shape=(2 * SIZE,), dtype=np.float32)
-        np.testing.assert_array_equal(v.to_numpy(), np.arange(2 * SIZE))
-        np.testing.assert_allclose(out.to_numpy(), heat_numpy(a, 3), rtol=1e-5, atol=1e-6)
+    # truncation error, or wrong halo rows), and the halo rows as the scatter's. A slow
+    # device is simulated: the progress thread's waits for downloads take 0.2 s longer.
+    import threading
+    import time
+
+    from skelpy.mpi import exchange as mpi_exchange
+
+    wait = mpi_exchange.cl.wait_for_events
+
+    def slow(events):
+        if threading.current_thread().name.startswith("skelpy-mpi"):
+            time.sleep(0.2)
+        return wait(events)
+
+    a = data((9 * SIZE, 4), seed=6)
+    monkeypatch.setattr(mpi_exchange.cl, "wait_for_events", slow)
+    out = STEP(sk.Matrix(a), iterations=3, params={"k": 1, "t": 1, "route": "queue"})
+    v = sk.Vector(np.arange(2 * SIZE, dtype=np.float32) if RANK == 0 else None,
+                  shape=(2 * SIZE,), dtype=np.float32)
+    w = sk.Matrix(a if RANK == 0 else None, shape=a.shape, dtype=np.float32,
+                  distribution="copy")
+    monkeypatch.undo()
+    np.testing.assert_array_equal(v.to_numpy(), np.arange(2 * SIZE))
+    np.testing.assert_array_equal(w.local_numpy(), a)
+    np.testing.assert_allclose(out.to_numpy(), heat_numpy(a, 3), rtol=1e-5, atol=1e-6)
