@@ -152,7 +152,7 @@ class MPIExchange(Exchange):
                 raise failure
             return every
         if (every[:, 1:3] != every[0, 1:3]).any():
-            whats = self.comm.allgather(self._doing(step) if op == EXCHANGE else what)
+            whats = self.comm.allgather(self._doing(step, detail) if op == EXCHANGE else what)
             exc = errors.CollectiveError(mismatch(every[:, :3], whats))
             exc._skelpy_shared = True
             raise exc
@@ -163,9 +163,12 @@ class MPIExchange(Exchange):
         innermost call this rank is in."""
         return token(self._calls[-1] if self._calls else None, step, detail)
 
-    def _doing(self, step: str) -> str:
+    def _doing(self, step: str, detail=None) -> str:
         """What this rank is doing at a status collective, in words (for a mismatch)."""
         doing = STEPS.get(step, step)
+        if step == "move" and detail:
+            doing += " (" + ", ".join(f"{a}->{b}: {n} B" for a, b, n in detail[:6]) + \
+                (", ..." if len(detail) > 6 else "") + ")"
         called = self._calls[-1].describe() if self._calls else ""
         return f"{called}: {doing}" if called else doing
 

@@ -124,8 +124,9 @@ def mismatch(every: np.ndarray, whats: list[str]) -> str:
     doing = "; ".join(f"rank {r}: {w}" for r, w in enumerate(whats))
     if len({t >> 32 for t in tokens}) == 1:
         return ("under MPI every rank makes the same skeleton call with containers of the same "
-                "shapes, dtypes and distributions (and the same iterations); here the ranks' "
-                "arguments differ: " + doing)
+                "shapes, dtypes and distributions (and the same iterations and forced launch "
+                "parameters such as k); here the ranks' arguments or the rows they exchange "
+                "differ: " + doing)
     return ("under MPI every rank makes the same skeleton calls and collective container "
             "operations (construction, to_numpy, redistribute, writes) in the same order; "
             "here the ranks are at different points: " + doing)

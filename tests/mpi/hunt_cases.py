@@ -99,7 +99,12 @@ def test_a_stencil_with_other_iterations_on_one_rank_raises_on_every_rank():
     m = sk.Matrix(a)
     raised_everywhere(sk.errors.CollectiveError,
                       lambda: STEP(m, iterations=4 + (RANK == LAST), params={"k": 1}),
-                      "arguments differ", "Stencil(", "Matrix[17, 5] float32")
+                      "arguments or the rows they exchange differ", "Stencil(",
+                      "Matrix[17, 5] float32, 4)", "Matrix[17, 5] float32, 5)")
+    # a forced halo depth that differs: the rows the ranks exchange differ
+    raised_everywhere(sk.errors.CollectiveError,
+                      lambda: STEP(m, iterations=4, params={"k": 1 + RANK % 2, "t": 1}),
+                      "the rows they exchange differ", "exchanging rows (")
     np.testing.assert_allclose(STEP(m, iterations=4, params={"k": 1}).to_numpy(),
                                heat_numpy(a, 4), rtol=1e-5, atol=1e-6)
     still_together()
@@ -218,3 +223,25 @@ def test_a_scatter_right_after_a_stencil_does_not_take_its_halo_rows(monkeypatch
     np.testing.assert_array_equal(v.to_numpy(), np.arange(2 * SIZE))
     np.testing.assert_array_equal(w.local_numpy(), a)
     np.testing.assert_allclose(out.to_numpy(), heat_numpy(a, 3), rtol=1e-5, atol=1e-6)
+
+
+def test_repeated_calls_keep_no_requests_threads_or_staging():
+    import threading
+
+    ex = runtime.current().group.exchange
+    a = data((5 * SIZE + 2, 4), seed=7)
+
+    def calls():
+        m = sk.Matrix(a if RANK == 0 else None, shape=a.shape, dtype=np.float32)
+        out = STEP(m, iterations=3, params={"k": 1, "t": 1})
+        ADD(sk.Vector(out.to_numpy().ravel()))
+        m.redistribute("copy")
+
+    calls()
+    ex.finish()
+    kept = (len(ex._pool), threading.active_count())
+    for _ in range(12):
+        calls()
+    ex.finish()
+    assert (len(ex._pool), threading.active_count()) == kept
+    assert not ex._jobs and not ex._pending and not ex._calls and ex.depth == 0
