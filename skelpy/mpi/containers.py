@@ -72,24 +72,21 @@ class Collective:
         name = cls.__name__
         with ex.call(f"{name}(...) (construction)"):
             local = None
-            dist = as_distribution(distribution)
             if data is not None:
                 local = cls(data, dtype, distribution=distribution)
-                sig = (True, local.shape, local.dtype.str, str(dist))
+                sig = (True, local.shape, local.dtype.str, as_distribution(distribution))
             else:
                 shp = None if shape is None else tuple(int(s) for s in shape)
                 dt = None if dtype is None else check_dtype(dtype, name).str
-                sig = (False, shp, dt, str(dist))
+                sig = (False, shp, dt, as_distribution(distribution))
             sigs = ex.allgather_objects(sig)
-            if len({s[3] for s in sigs}) > 1:  # the parts would not match (and the scatter)
-                raise CollectiveError(f"{name}: the ranks disagree on the distribution: "
-                                      + _listing(sigs))
+            dist = _agreed(name, [s[3] for s in sigs], lambda: _listing(sigs))
             have = [r for r, s in enumerate(sigs) if s[0]]
             if not have:                       # nobody has data: zeros of the agreed shape
-                if len(set(sigs)) > 1:
+                if len({s[:3] for s in sigs}) > 1:
                     raise ShapeError(f"{name}: the ranks disagree on shape and dtype: "
                                      + _listing(sigs))
-                return cls(None, dtype, shape=shape, distribution=distribution)
+                return cls(None, dtype, shape=shape, distribution=dist)
             root = have[0]
             _, ref_shape, ref_dt, _ = sigs[root]
             if any((s[0] and s[1:3] != (ref_shape, ref_dt))
@@ -97,6 +94,7 @@ class Collective:
                    or (not s[0] and s[2] not in (None, ref_dt)) for s in sigs):
                 raise ShapeError(f"{name}: the ranks disagree on the data: " + _listing(sigs))
             if len(have) == group.size:
+                local.storage.distribution = dist
                 return local
             dt = np.dtype(ref_dt)
             parts = allocate(group, dist or BLOCK, ref_shape, dt)
@@ -126,16 +124,15 @@ class Collective:
                 raise ShapeError(f"{name}.from_local needs {cls.ndim}-D rows, got shape "
                                  f"{arr.shape} on rank {ex.rank}")
             check_dtype(arr.dtype, name)
-            want = as_distribution(distribution) or BLOCK
-            sigs = ex.allgather_objects((arr.shape, arr.dtype.str, str(want)))
+            sigs = ex.allgather_objects((arr.shape, arr.dtype.str,
+                                         as_distribution(distribution)))
             if len({(s[1:], d) for s, d, _ in sigs}) > 1:
                 raise ShapeError(f"{name}.from_local: the ranks' rows differ in columns or "
                                  "dtype: " + ", ".join(f"rank {r}: {s} ({d})"
                                                        for r, (s, d, _) in enumerate(sigs)))
-            if len({w for _, _, w in sigs}) > 1:
-                raise CollectiveError(f"{name}.from_local: the ranks disagree on the "
-                                      "distribution: " + ", ".join(
-                                          f"rank {r}: {w}" for r, (_, _, w) in enumerate(sigs)))
+            want = _agreed(f"{name}.from_local", [w for _, _, w in sigs],
+                           lambda: ", ".join(f"rank {r}: {w}"
+                                             for r, (_, _, w) in enumerate(sigs))) or BLOCK
             counts = [s[0] for s, _, _ in sigs]
             starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
             shape = (starts[-1], *arr.shape[1:])
@@ -221,8 +218,17 @@ def _short(x) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _agreed(name: str, asked: list, listing) -> Distribution | None:
+    """The distribution the ranks asked for (None: any; the ranks that name one must name
+    the same: the parts of one container, and a scatter into them, must match)."""
+    named = {d for d in asked if d is not None}
+    if len(named) > 1:
+        raise CollectiveError(f"{name}: the ranks disagree on the distribution: " + listing())
+    return next(iter(named), None)
+
+
 def _listing(sigs) -> str:
     return ", ".join(f"rank {r}: " + (f"shape {s[1]} {s[2]}" if s[0] else
                                       f"None (shape={s[1]}, dtype={s[2]})")
-                     + (f", distribution={s[3]}" if s[3] != "None" else "")
+                     + (f", distribution={s[3]}" if s[3] is not None else "")
                      for r, s in enumerate(sigs))

@@ -148,6 +148,16 @@ def test_ranks_asking_for_different_distributions_raise_on_every_rank():
     raised_everywhere(sk.errors.CollectiveError,
                       lambda: sk.Matrix.from_local(a[RANK:RANK + 1], distribution=dist),
                       "disagree on the distribution")
+    # a rank that names none takes the one the others name
+    m = sk.Matrix(a if RANK == 0 else None, shape=(7, 3), dtype=np.float32,
+                  distribution="copy" if RANK == 0 else None)
+    assert m.distribution == "copy"
+    np.testing.assert_array_equal(m.local_numpy(), a)
+    m = sk.Matrix(a, distribution=None if RANK == 0 else sk.Overlap(1))
+    assert m.distribution == sk.Overlap(1)
+    m = sk.Matrix.from_local(a[RANK:RANK + 1], distribution="copy" if RANK == LAST else None)
+    assert m.distribution == "copy"
+    np.testing.assert_array_equal(m.local_numpy(), a[:SIZE])
     m = sk.Matrix(a)
     raised_everywhere(sk.errors.CollectiveError, lambda: m.redistribute(dist), "redistribute")
     m.redistribute("copy")
