@@ -17,7 +17,8 @@ import pyopencl as cl
 from .errors import DeviceError
 
 if TYPE_CHECKING:
-    from .runtime import Device, Runtime
+    from .device import Device
+    from .runtime import Runtime
 
 
 @dataclass(eq=False)

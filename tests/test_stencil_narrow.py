@@ -87,15 +87,25 @@ def test_vec_counts_four_byte_words():
     assert geometry({**point, "vec": 1, "cc": 2}, 9, 1000, 1) == ((500, 6), (4, 2))
 
 
+def skew_called(nb):
+    """skew through a call: per cell (the packed form of one-byte muscles takes no calls)."""
+    return skew(nb)
+
+
 def test_window_rule_counts_columns():
     """A uint8 work-item at vec=4 holds 16 columns: 4 rows make a 6 x 18 window, over the
-    limit of 96 elements that int32 (6 x 6) stays far below."""
-    u8 = sk.Stencil(skew, border="wrap", cval=3)
+    limit of 96 elements that int32 (6 x 6) stays far below. A packed muscle's window counts
+    32-bit words (6 x (4 + 2)): the same point is legal for it."""
+    u8 = sk.Stencil(skew_called, border="wrap", cval=3)
     with pytest.raises(sk.ParameterError, match="16 columns"):
         u8(np.zeros((8, 40), np.uint8), params={**WIDE, "cr": 4})
+    g = np.random.default_rng(4).integers(0, 256, (8, 40)).astype(np.uint8)
+    got = sk.Stencil(skew, border="wrap")(g, params={**WIDE, "cr": 4}).to_numpy()
+    assert np.array_equal(got, skew_ref(g, "wrap"))
     shape = sk.Shape(north=1, south=1, east=1, west=1)
     assert stencil_plan.window_elements(shape, {**WIDE, "cr": 4}, 1) == 6 * 18
     assert stencil_plan.window_elements(shape, {**WIDE, "cr": 4}, 4) == 6 * 6
+    assert stencil_plan.window_elements(shape, {**WIDE, "cr": 4}, 1, packed=True) == 6 * 6
 
 
 def test_gpu_default_takes_eight_byte_vectors_for_narrow_elements():

@@ -12,7 +12,7 @@ from test_tuner_support import FakeKernel, cache_dir, make_request, make_space  
 
 from skelpy import tuner
 from skelpy.tuner import model as tmodel
-from skelpy.tuner import model_files
+from skelpy.tuner import model_choice, model_files
 from skelpy.tuner import store as tstore
 from skelpy.tuner.features import (
     Schema,
@@ -157,11 +157,11 @@ def test_doubling_walks_coarsening_up_while_predicted_to_help():
              (64, 1): 0.5, (64, 2): 0.6, (64, 4): 0.7, (64, 8): 0.8}
     scores = np.array([score[(p["wg"], p["coarsen"])] for p in pts])
     scorer = lambda idx: scores[list(idx)]
-    pick = tmodel._doubling(scorer, cand, set())
+    pick = model_choice._doubling(scorer, cand, set())
     assert pts[pick] == {"wg": 32, "coarsen": 2, "blocked": 0}     # stops at the first dip
     assert pts[int(np.argmax(scores))] == {"wg": 32, "coarsen": 8, "blocked": 0}  # joint
     refused = {cand.index_of({"wg": 32, "coarsen": 2, "blocked": 0})}
-    assert pts[tmodel._doubling(scorer, cand, refused)]["coarsen"] == 1
+    assert pts[model_choice._doubling(scorer, cand, refused)]["coarsen"] == 1
 
 
 def test_doubling_with_two_factors_takes_the_better_direction():
@@ -171,7 +171,7 @@ def test_doubling_with_two_factors_takes_the_better_direction():
     score = {(1, 1): 1.0, (2, 1): 1.2, (1, 2): 1.5, (2, 2): 1.4, (1, 4): 1.6, (4, 1): 9.0,
              (2, 4): 1.0, (4, 2): 1.0, (4, 4): 1.0}
     scores = np.array([score[(p["cr"], p["cc"])] for p in pts])
-    assert pts[tmodel._doubling(lambda idx: scores[list(idx)], cand, set())] == \
+    assert pts[model_choice._doubling(lambda idx: scores[list(idx)], cand, set())] == \
         {"cr": 1, "cc": 4}
 
 

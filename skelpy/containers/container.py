@@ -5,7 +5,8 @@ read hands out (``to_numpy()``, ``np.asarray(v)``, ``v[a:b]``) is read-only and 
 afterwards; host-side writes go through the container (``v[i] = x``, ``m[i][j] = x``,
 ``with v.host_edit() as a: ...``), which knows that its device copy is stale. So a skeleton
 always computes from what the container shows. Skeleton results live on the device until read;
-element and slice access then moves only the part it touches (:mod:`.selection`).
+element and slice access then moves only the part it touches (:mod:`.host_access`,
+:mod:`.selection`).
 
 Views (``v[a:b]``, ``m[:, j]``, ``m.T``, ``reshape``) are containers over their base's data
 (:mod:`.layout`): writes through either are seen by both. Operators, NumPy ufuncs and
@@ -23,8 +24,6 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -33,19 +32,22 @@ from .. import runtime as _rt
 from ..dtypes import check_dtype
 from ..errors import DTypeError, ParameterError, ShapeError
 from . import layout as _layout
-from .array_surface import ArraySurface, RowSurface, array_backend
+from .array_surface import ArraySurface
+from .device_side import DeviceSide
 from .distributions import Distribution, as_distribution
+from .host_access import HostAccess, MatrixRow
 from .index_spaces import IndexSpace
 from .layout import Layout
-from .selection import Selection, as_int, basic_selection, checked_int
-from .storage import Storage, assign
+from .storage import Storage
 
 _new = object.__new__
 _pending_value = Storage.pending_value
 
 
-class Container(ArraySurface):
-    """Common behaviour of Vector and Matrix (the NumPy array surface: :mod:`.array_surface`)."""
+class Container(ArraySurface, HostAccess, DeviceSide):
+    """Common behaviour of Vector and Matrix (the NumPy array surface: :mod:`.array_surface`;
+    element and slice access from the host: :mod:`.host_access`; the device buffer skeletons
+    launch with: :mod:`.device_side`)."""
 
     __slots__ = ("_shape", "_dtype", "_storage", "_layout", "__weakref__")
     ndim: int = 0
@@ -198,13 +200,6 @@ class Container(ArraySurface):
         in C order)."""
         return self._layout
 
-    def base_buffer(self, rt: _rt.Runtime | None = None):
-        """The device buffer of the block a view reads (see :attr:`layout`)."""
-        s = self._storage
-        if s.device_valid and s.runtime is rt:
-            return s.buffer
-        return s.device_buffer(rt or _rt.current())
-
     def _view(self, lay: Layout, shape: tuple[int, ...]) -> Container:
         """A view of this container's data with ``lay`` and ``shape`` (1-D: a Vector)."""
         out = object.__new__(Vector if len(shape) == 1 else Matrix)
@@ -242,113 +237,6 @@ class Container(ArraySurface):
                                  f"{np.dtype(dtype)} without a copy")
             return arr.astype(dtype)
         return arr.copy() if copy else arr
-
-    def __getitem__(self, key):
-        """An element (a NumPy scalar, only it moves from the device), a *view* for ints and
-        slices (``v[a:b]``, ``v[::2]``, ``m[r0:r1, c0:c1]``, ``m[:, j]``: a container over
-        the same data, read and written through), or a read-only array for any other index
-        (lists, masks). ``m[i]`` is a :class:`MatrixRow` that also writes through."""
-        key = _plain(key)
-        if self.ndim == 2:
-            row = _row_of(key)
-            if row is not None:
-                return MatrixRow(self, checked_int(row, self._shape[0], 0))
-        s = self._storage
-        s.resolve()
-        if self._layout is None:
-            sel = basic_selection(key, self._shape)
-            if sel is not None and all(sel.dropped):        # an element
-                if s.host is not None:
-                    return s.host[tuple(sel.first)]
-                return s.read_part(sel)
-        part = _layout.index(self._own_layout(), self._shape, key)
-        if part is None:                                    # lists, masks: on the host
-            if self._layout is None:
-                return s.read_host(key)
-            out = self.to_numpy()[key]
-            if isinstance(out, np.ndarray):
-                out.flags.writeable = False
-            return out
-        s.resolve()
-        if isinstance(part, int):                           # an element of a view
-            return self._element(part)
-        return self._view(*part)
-
-    def _element(self, position: int):
-        """The element at ``position`` of the block (only it moves from the device)."""
-        s = self._storage
-        if s.host is not None:
-            return s.host.reshape(-1)[position]
-        first = tuple(int(i) for i in np.unravel_index(position, s.shape))
-        n = len(s.shape)
-        return s.read_part(Selection(first, (1,) * n, (1,) * n, (False,) * n, (True,) * n))
-
-    def __setitem__(self, key, value) -> None:
-        """Write on the host, or straight into the device copy when that one is the newest
-        and the index is basic (ints and slices): then only the touched elements move. A
-        container (or array expression) written into a part of a container on the device
-        is copied there by a kernel."""
-        _layout.check_writable(self._layout, self._shape, self)
-        hook = Container.collective
-        if hook is not None and hook.active():      # under MPI: every rank writes the same
-            hook.host_write(self, key, value)
-        if isinstance(value, Container) and not isinstance(key, Container) \
-                and array_backend().assign(self, key, value):
-            return
-        key, value = _plain(key), _plain(value)
-        s = self._storage
-        s.resolve()
-        if self._layout is None:
-            if s.host is None:
-                sel = basic_selection(key, self._shape)
-                if sel is not None:
-                    s.write_part(sel, value, self)
-                    return
-            s.write_host(key, value, self)
-            return
-        part = _layout.index(self._layout, self._shape, key)
-        if s.host is None and part is not None:
-            if isinstance(part, int):
-                first = tuple(int(i) for i in np.unravel_index(part, s.shape))
-                n = len(s.shape)
-                s.write_part(Selection(first, (1,) * n, (1,) * n, (False,) * n, (True,) * n),
-                             value, self)
-                return
-            sel = _layout.selection_of(part[0], part[1], s.shape)
-            if sel is not None:
-                s.write_part(sel, value, self)
-                return
-        host = s.writable_host()
-        try:
-            target = _writable_view(host, self._layout, self._shape)
-            assign(target, key, value, self)
-        except BaseException:
-            s.host_written(changed=False)
-            raise
-        s.host_written()
-
-    @contextmanager
-    def host_edit(self) -> Iterator[np.ndarray]:
-        """``with v.host_edit() as a:`` gives the data as a writable ndarray for in-place
-        NumPy work; skeletons called inside or after the block see the edits. The array
-        becomes read-only when the block ends: do not keep it."""
-        _layout.check_writable(self._layout, self._shape, self)
-        hook = Container.collective
-        hook = hook if hook is not None and hook.active() else None
-        if hook is not None:                        # under MPI: every rank edits the same
-            hook.host_edit(self, None)
-        s = self._storage
-        s.resolve()
-        arr = s.begin_edit().view()
-        if self._layout is not None:
-            arr = _writable_view(arr, self._layout, self._shape)
-        try:
-            yield arr
-        finally:
-            arr.flags.writeable = False
-            s.end_edit()
-            if hook is not None:
-                hook.host_edit(self, arr)
 
     def __iter__(self):
         return iter(self.to_numpy())
@@ -470,42 +358,6 @@ class Container(ArraySurface):
         """Whether the data is a lazy value not computed yet."""
         return self._storage.pending is not None
 
-    def device_buffer(self, rt: _rt.Runtime | None = None):
-        """The device buffer, uploading the host data first if it is newer (a view's
-        elements are first copied into a block of their own, on the device)."""
-        s = self._storage
-        if self._layout is None:
-            if s.device_valid and s.runtime is rt:
-                return s.buffer
-            return s.device_buffer(rt or _rt.current())
-        if _layout.is_whole(self._layout, self._shape, s.shape):
-            return self.base_buffer(rt)
-        return array_backend().gather(self, rt or _rt.current())
-
-    @property
-    def has_device_buffer(self) -> bool:
-        """Whether a device buffer exists (valid or not)."""
-        return self._storage.buffer is not None
-
-    @property
-    def residence(self) -> tuple[bool, _rt.Runtime | None]:
-        """Where the data is valid now: (on the host, the runtime of a valid device copy or
-        None). The cost model prices a call's transfers from it."""
-        s = self._storage
-        return s.host is not None, (s.runtime if s.device_valid else None)
-
-    def host_read_probe(self):
-        """A function telling whether this container's data is valid on the host, that
-        works after the container is gone (the cost model learns whether a caller read a
-        result it dropped at once, as in ``f(a).to_numpy()``). It holds the data: drop it
-        with the container."""
-        s = self._storage
-        return lambda: s.host is not None
-
-    def mark_device_written(self) -> None:
-        """A kernel wrote the device buffer: the host copy is now stale."""
-        self._storage.device_written()
-
 
 #: ``(storage, layout)`` of a container (its :attr:`~Container.storage` and
 #: :attr:`~Container.layout`) in one call without a Python frame: the array backend's
@@ -539,112 +391,8 @@ class Matrix(Container):
         return (MatrixRow(self, i) for i in range(self._shape[0]))
 
 
-class MatrixRow(RowSurface):
-    """``m[i]``: row ``i`` of a Matrix, read and written through it (so ``m[i][j] = x``
-    works, as in SkelCL). It reads like a 1-D array (``np.asarray(row)``, ``row[a:b]``) and
-    computes like its view ``m[i, :]`` (``m[i] * 2``, ``m[i] += 1``, ``np.sum(m[i])``)."""
-
-    __slots__ = ("_matrix", "_row")
-    ndim = 1
-
-    def __init__(self, matrix: Matrix, row: int):
-        self._matrix = matrix
-        self._row = row
-
-    @property
-    def shape(self) -> tuple[int]:
-        return (self._matrix.cols,)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._matrix.dtype
-
-    @property
-    def size(self) -> int:
-        return self._matrix.cols
-
-    def __len__(self) -> int:
-        return self._matrix.cols
-
-    def _key(self, key) -> tuple:
-        return (self._row, *key) if isinstance(key, tuple) else (self._row, key)
-
-    def __getitem__(self, key):
-        return self._matrix[self._key(key)]
-
-    def __setitem__(self, key, value) -> None:
-        self._matrix[self._key(key)] = value
-
-    def to_numpy(self) -> np.ndarray:
-        """The row as a read-only ndarray (only the row moves from the device)."""
-        return self._matrix[self._row, :].to_numpy()
-
-    def __array__(self, dtype=None, copy=None):
-        arr = self.to_numpy()
-        if dtype is not None and np.dtype(dtype) != arr.dtype:
-            return arr.astype(dtype)
-        return arr.copy() if copy else arr
-
-    def __iter__(self):
-        return iter(self.to_numpy())
-
-    def __repr__(self) -> str:
-        return f"MatrixRow({self._row}, {self.to_numpy()!r})"
-
-    # Compare as the array it shows (an object comparison would be silently wrong).
-    def __eq__(self, other):
-        return self.to_numpy() == _plain(other)
-
-    def __ne__(self, other):
-        return self.to_numpy() != _plain(other)
-
-    def __lt__(self, other):
-        return self.to_numpy() < _plain(other)
-
-    def __le__(self, other):
-        return self.to_numpy() <= _plain(other)
-
-    def __gt__(self, other):
-        return self.to_numpy() > _plain(other)
-
-    def __ge__(self, other):
-        return self.to_numpy() >= _plain(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __bool__(self) -> bool:
-        return bool(self.to_numpy())
-
-
-def _plain(value):
-    """Containers and rows inside an index or a written value, as the arrays they show."""
-    if isinstance(value, (Container, MatrixRow)):
-        return value.to_numpy()
-    if isinstance(value, tuple) and any(isinstance(v, (Container, MatrixRow)) for v in value):
-        return tuple(_plain(v) for v in value)
-    return value
-
-
 def _raise():
     raise ValueError("not broadcastable")
-
-
-def _writable_view(block: np.ndarray, lay: Layout, shape: tuple[int, ...]) -> np.ndarray:
-    """A writable strided view of the (writable) host block."""
-    if math.prod(shape) == 0:
-        return np.empty(shape, block.dtype)
-    item = block.dtype.itemsize
-    return np.lib.stride_tricks.as_strided(block.reshape(-1)[lay.offset:], shape,
-                                           tuple(st * item for st in lay.strides))
-
-
-def _row_of(key) -> int | None:
-    """The row of ``m[i]`` (or ``m[(i,)]``); None for any other index."""
-    if isinstance(key, tuple):
-        if len(key) != 1:
-            return None
-        key = key[0]
-    return as_int(key)
 
 
 def as_container(value, what: str = "argument") -> Container | IndexSpace:

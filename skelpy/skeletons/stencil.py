@@ -42,6 +42,8 @@ from ..distribution import stencil as distributed_stencil
 from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..errors import CallError, DTypeError, ParameterError, ShapeError, TranslationError
 from ..muscle.checks import OFFSETS as OFFSETS_CHECKS
+from ..muscle.packed import NotPackable, PackedMuscle
+from ..muscle.packed import lower as lower_packed
 from ..muscle.params import Scalar, global_array
 from . import stencil_temporal as _temporal
 from .arguments import ScalarArg, classify_extra
@@ -255,7 +257,7 @@ class Stencil(Skeleton):
                     (shape.north, shape.south, shape.east, shape.west), self.border,
                     lambda dt: cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
                     out_dtype=self.out_dtype if out_dtype is None else out_dtype,
-                    polish=_unroll_hints)
+                    polish=_unroll_hints, single_first=bound.plan.packed)
             except _temporal.Unsupported as exc:
                 tplan = str(exc)
             cache[key] = (bound.plan, tplan)      # the plan kept alive keeps its id unique
@@ -351,6 +353,20 @@ class Stencil(Skeleton):
         stencil_shape.resolve_shape)."""
         return resolve_shape(tm, nb_params, self.shape, self.origin)
 
+    def _packed(self, in_dtype, descs, out_dtype, checks, clamp) -> PackedMuscle | None:
+        """The packed (SWAR) form of a one-byte muscle for the vector path's interior
+        (``muscle/packed.py``: four cells per 32-bit word), or None where it does not apply:
+        extra arguments, checked or run-time offsets, an OpenCL C muscle, wider cells, or a
+        body the packed form does not cover."""
+        if descs or checks is not None or clamp or self.muscle.is_c or \
+                storage_dtype(in_dtype).itemsize != 1 or np.dtype(out_dtype).itemsize != 1:
+            return None
+        try:
+            body = self.muscle.typed_body(tuple(self._kinds(in_dtype, descs, False)))
+            return lower_packed(body, out_dtype)
+        except NotPackable:
+            return None
+
     def _make_plan(self, in_dtype, descs, out_dtype, big: bool) -> StencilPlan:
         self._check_arity(len(descs))
         if self.border == "constant":
@@ -381,6 +397,7 @@ class Stencil(Skeleton):
                                          out_dtype=out_dtype, c_name="skp_muscle_edge",
                                          checks=checks)
         out_dt = tm_fast.out_dtype
+        packed = self._packed(in_dtype, descs, out_dt, checks, clamp)
 
         decls, call_fast, call_edge = [], ["skp_nb, skp_pitch"], \
             ["skp_nb, skp_pitch, skp_r, skp_c, rows, cols"]
@@ -425,6 +442,7 @@ class Stencil(Skeleton):
             f"#define SKP_DR(i) {dr}",
             f"#define SKP_DC(i) {dc}",
             f"#define SKP_EDGE_MUSCLE (!SKP_LOCAL || {int(edge_extras)})",
+            f"#define SKP_PACKED {int(packed is not None)}",
             "#define SKP_EXTRA_DECL " + "".join(", " + x for x in decls),
             "#define SKP_CALL_FAST skp_muscle_fast(" + ", ".join(call_fast) + ")",
             "#define SKP_CALL_EDGE skp_muscle_edge(" + ", ".join(call_edge) + ")",
@@ -440,7 +458,8 @@ class Stencil(Skeleton):
                   .header(header)
                   .file("stencil_border.cl")
                   .file("stencil_common.cl")
-                  .part(_muscle_sources(tm_fast, tm_edge), muscles=(tm_fast, tm_edge))
+                  .part(_muscle_sources(tm_fast, tm_edge)
+                        + ("" if packed is None else packed.source), muscles=(tm_fast, tm_edge))
                   .file("stencil.cl")
                   .data(in_dtype, out_dt, *(d.dtype for d in descs
                                             if not isinstance(d, ScalarArg)))
@@ -458,7 +477,8 @@ class Stencil(Skeleton):
         return StencilPlan(source=source, out_dtype=out_dt, muscles=(tm_fast, tm_edge),
                            features=features, origin=self.origin, shape=shape,
                            in_dtype=np.dtype(in_dtype),
-                           tile_itemsize=storage_dtype(in_dtype).itemsize)
+                           tile_itemsize=storage_dtype(in_dtype).itemsize,
+                           packed=packed is not None)
 
 
 def _muscle_sources(tm_fast, tm_edge) -> str:

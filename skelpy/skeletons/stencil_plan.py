@@ -109,6 +109,7 @@ class StencilPlan(Plan):
     shape: Shape                      # the reach the kernel stages and checks
     in_dtype: np.dtype
     tile_itemsize: int                # bytes of one staged input element
+    packed: bool = False              # the vector path's interior is packed (muscle/packed.py)
 
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_LOCAL={int(point['local'])}", f"-DSKP_CR={int(point['cr'])}",
@@ -136,7 +137,7 @@ class StencilPlan(Plan):
         max_c = items[0] if items else dev.max_work_group_size
         max_r = items[1] if len(items) > 1 else 1
         budget = dev.local_mem_size - LOCAL_RESERVE
-        shape, itemsize = self.shape, self.tile_itemsize
+        shape, itemsize, packed = self.shape, self.tile_itemsize, self.packed
 
         def sized(p) -> bool:             # not the runtime's choice (wg_r = wg_c = 0)
             return not (int(p["wg_r"]) == 0 and int(p["wg_c"]) == 0)
@@ -152,11 +153,12 @@ class StencilPlan(Plan):
             at_least("cr", 1),
             at_least("cc", 1),
             one_of("vec", VEC_VALUES),
-            Rule(lambda p: int(p["cr"]) * columns(p) <= MAX_CELLS,
+            # (packed plans unroll their loops per word of 4 cells)
+            Rule(lambda p: int(p["cr"]) * columns(p) <= MAX_CELLS * (4 if packed else 1),
                  lambda p: f"cr={p['cr']} x cc={p['cc']} (or vec={p['vec']}: "
                            f"{columns(p)} columns) cells per work-item is over skelpy's "
-                           f"maximum MAX_CELLS ({MAX_CELLS}; the cell loops are unrolled: "
-                           "build time grows with them)"),
+                           f"maximum MAX_CELLS ({MAX_CELLS}{' words' if packed else ''}; "
+                           "the cell loops are unrolled: build time grows with them)"),
             # the vector path reads global memory into registers: no local tile, no column
             # coarsening beyond the vector, and a window small enough to stay in registers
             Rule(lambda p: not vector(p) or not int(p["local"]),
@@ -164,9 +166,11 @@ class StencilPlan(Plan):
                            "local=1"),
             Rule(lambda p: not vector(p) or int(p["cc"]) == 1,
                  lambda p: f"vec={p['vec']} computes vec columns per work-item: cc must be 1"),
-            Rule(lambda p: not vector(p) or window_elements(shape, p, itemsize) <= WINDOW_LIMIT,
+            Rule(lambda p: not vector(p)
+                 or window_elements(shape, p, itemsize, packed) <= WINDOW_LIMIT,
                  lambda p: f"the vector path's register window of "
-                           f"{window_elements(shape, p, itemsize)} elements (cr={p['cr']}, "
+                           f"{window_elements(shape, p, itemsize, packed)} "
+                           f"{'words' if packed else 'elements'} (cr={p['cr']}, "
                            f"vec={p['vec']}: {columns(p)} columns, reach {shape}) is over "
                            f"{WINDOW_LIMIT}"),
             Rule(lambda p: sized(p) or not int(p["local"]),
@@ -206,10 +210,12 @@ class StencilPlan(Plan):
             # 1.4x faster for a Gaussian 5x5 yet 1.4x slower for the 5-point stencil, the model
             # shipped for PoCL predates it, and the larger space slowed decisions (0.9 vs 0.55
             # ms).
-            Param("vec", VEC_VALUES if dev.kind == "gpu" else (1,),
+            # Packed plans tune it on CPUs too (Life uint8 on PoCL: packed words 3-13x faster
+            # than the per-cell default, 512^2-2048^2).
+            Param("vec", VEC_VALUES if dev.kind == "gpu" or packed else (1,),
                   doc="columns per work-item read and written as one vector"),
         ]
-        space = ParamSpace(params, default_point(dev, self.features, itemsize), rules,
+        space = ParamSpace(params, default_point(dev, self.features, itemsize, packed), rules,
                            extra_values_ok=("wg_r", "wg_c", "cr", "cc", "vec"))
         if not space.is_legal(space.default):
             nearest = space.nearest(space.default)
@@ -218,11 +224,14 @@ class StencilPlan(Plan):
         return space, rules
 
 
-def window_elements(shape: Shape, point: Mapping, itemsize: int = VECTOR_WORD) -> int:
+def window_elements(shape: Shape, point: Mapping, itemsize: int = VECTOR_WORD,
+                    packed: bool = False) -> int:
     """Size of the vector path's per-work-item register window (elements of ``itemsize``
-    bytes)."""
-    return ((shape.north + int(point["cr"]) + shape.south)
-            * (shape.west + vector_columns(point, itemsize) + shape.east))
+    bytes; ``packed``: 32-bit words, the item's own and one of halo each side)."""
+    rows = shape.north + int(point["cr"]) + shape.south
+    if packed:
+        return rows * (vector_columns(point, itemsize) // 4 + 2)
+    return rows * (shape.west + vector_columns(point, itemsize) + shape.east)
 
 
 def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
@@ -240,7 +249,8 @@ def tile_bytes(plan_shape: Shape, itemsize: int, point: Mapping) -> int:
 HEAVY_READS = {"gpu": 48}
 
 
-def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WORD) -> dict:
+def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WORD,
+                  packed: bool = False) -> dict:
     """A good first guess before the tuner knows better, measured with
     ``benchmarks/bench_stencil.py`` (``--bandwidth-sweep`` and the "skelpy best" sweeps).
 
@@ -256,6 +266,14 @@ def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WOR
     instructions per byte moved, and the 2-byte-wide default spent 30 per cell (ptxas, sm_90)
     where 4 x uchar8 and 2 x uchar16 both spend 15.5; 4 x uchar8 does it in 48 registers
     against 76 (more work-groups per compute unit to hide memory latency)."""
+    if packed:
+        # one-byte muscles packed four cells per word (muscle/packed.py) take 16 columns (4
+        # words) per work-item: the best measured point on an H200 (Life uint8: 64% / 77% of
+        # copy at 8192^2 / 16384^2, 2 rows in 4 x 32 groups) and among the best three on PoCL
+        # (4 rows in 4 x 16 groups, 512^2-2048^2). A model that predates ``vec`` keeps it.
+        if dev.kind == "gpu":
+            return {"wg_r": 4, "wg_c": 32, "cr": 2, "cc": 1, "local": 0, "vec": 4}
+        return {"wg_r": 4, "wg_c": 16, "cr": 4, "cc": 1, "local": 0, "vec": 4}
     reads = float(features.get("reads_dyn", features.get("reads", 0.0)))
     area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
             * (features.get("west", 0.0) + features.get("east", 0.0) + 1))

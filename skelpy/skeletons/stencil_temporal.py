@@ -36,10 +36,14 @@ _SINGLE = {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 128, "tb_vec": 1, "tb_rin
 class TemporalPlan(StreamPlan):
     """The streaming plan of one stencil repeated, with the tuner's space of its passes."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, single_first: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         # per runtime (weakly, as the kernels: see StreamPlan)
         self._spaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # single steps are the default on GPUs too: the stencil's single step is packed
+        # (muscle/packed.py: four one-byte cells per word), which a pass is not (Life uint8
+        # on the H200: packed single steps 56-64% of copy, passes of t = 4 46%)
+        self.single_first = single_first
 
     def space(self, rt: _rt.Runtime) -> ParamSpace:
         """The passes the tuner chooses among on ``rt``'s device (cached per runtime)."""
@@ -54,7 +58,8 @@ class TemporalPlan(StreamPlan):
                 return all(p[k] == v for k, v in _SINGLE.items())
             return self.legal(p, dev)
 
-        default = dict(self.gpu_default(), t=4) if gpu else dict(_SINGLE)
+        default = dict(self.gpu_default(), t=4) if gpu and not self.single_first \
+            else dict(_SINGLE)
         sp = ParamSpace(self.tile_params(rt, T_VALUES if gpu else (1,)), default, legal,
                         extra_values_ok=("t", "tb_wc", "tb_wr", "tb_rows"))
         if not sp.is_legal(sp.default):
@@ -67,10 +72,14 @@ class TemporalPlan(StreamPlan):
 
 def plan(muscle: Muscle, dtype, extras: Sequence[Extra], reach: tuple[int, int, int, int],
          border: str, cval_literal: Callable, *, big: bool = False, out_dtype=None,
-         polish: Callable[[TypedMuscle], str] | None = None) -> TemporalPlan:
-    """The plan of one stencil repeated (raises Unsupported where it cannot stream)."""
+         polish: Callable[[TypedMuscle], str] | None = None,
+         single_first: bool = False) -> TemporalPlan:
+    """The plan of one stencil repeated (raises Unsupported where it cannot stream);
+    ``single_first``: single steps are the default on every device (the tuner and ``params``
+    may still choose passes)."""
     return TemporalPlan([Stage(muscle, reach, border, cval_literal)], dtype, extras, big=big,
-                        out_dtype=out_dtype, polish=polish, max_reach=MAX_REACH)
+                        out_dtype=out_dtype, polish=polish, max_reach=MAX_REACH,
+                        single_first=single_first)
 
 
 def space(plan: TemporalPlan, rt: _rt.Runtime) -> ParamSpace:

@@ -19,13 +19,17 @@ Layout, top to bottom:
 ``space.py``           launch-parameter spaces: legality, nearest legal point
 ``measure.py``         timing candidates from profiling events; result checks
 ``features.py``        feature vectors of scenarios and points
-``model.py``           per-device forests: training and choosing
+``model.py``           per-device forests: training (the names below importable from it)
+``model_settings.py``  the models' settings per kind of device (GPU, CPU)
+``packed_forest.py``   a fitted forest as NumPy arrays (no scikit-learn to predict)
+``model_choice.py``    choosing a point with a model: pick, shortlist, sweep order
 ``model_files.py``     the data-only model format, safe loading, the shipped models
 ``model_manager.py``   loading, caching and retraining the models of one store
 ``zero_shot.py``       models across devices: the shipped data and model, local weighting
 ``training_data.py``   measurements as compact data-only files (shipped per device)
 ``budget.py``          ``skelpy tune``: programs, sizes and points that fit a time budget
 ``store.py``           the SQLite store of measurements and refusals
+``store_file.py``      its file: WAL, short writes, a write queue, fall-back to memory
 ``cache_dir.py``       the private cache folder (0700/0600, no symlinks, owner checks)
 ``synthetic.py``       synthetic training programs (``skelpy tune --synthetic``)
 =====================  ======================================================================

@@ -60,7 +60,7 @@ def run_seconds(run: Callable, point: Mapping) -> tuple[Any, list, float]:
     t0 = time.perf_counter()
     result, events = run(point)
     if events:
-        from ..runtime import event_seconds
+        from ..runtime_records import event_seconds
 
         secs = sum(event_seconds(e) for e in events)
     else:

@@ -1,0 +1,231 @@
+"""The packed (SWAR) form of one-byte stencil muscles (``muscle/packed.py``; the vector path's
+interior in ``stencil.cl``): four cells per 32-bit word, bit for bit equal to NumPy evaluating
+the same muscle on shifted arrays and to the per-cell code, in every border mode, at sizes
+whose rows are whole words and not, with byte values that wrap; and what the lowering leaves
+to the per-cell code."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import skelpy as sk
+
+HEAVY = os.environ.get("SKELPY_HEAVY") == "1"
+# vec counts 4-byte words: 8 and 16 uint8 columns per work-item (2 and 4 packed words)
+PACKED = {"local": 0, "wg_r": 2, "wg_c": 4, "cr": 2, "cc": 1, "vec": 2}
+PACKED4 = {"local": 0, "wg_r": 1, "wg_c": 4, "cr": 2, "cc": 1, "vec": 4}
+SCALAR = {"local": 0, "wg_r": 2, "wg_c": 8, "cr": 1, "cc": 1, "vec": 1}
+PAD = {"constant": "constant", "nearest": "edge", "wrap": "wrap", "reflect": "symmetric",
+       "mirror": "reflect"}
+WIDE = sk.Shape(north=1, south=1, east=4, west=4)         # the packed form's widest reach
+SIZES = [(1, 4), (6, 12), (13, 40), (5, 37), (3, 64)]      # (5, 37): rows not whole words
+
+
+class _Shifted:
+    """``nb[dr, dc]`` on NumPy: the input shifted, padded by the border rule."""
+
+    def __init__(self, g: np.ndarray, border: str, cval: int, reach: int):
+        kw = {"constant_values": cval} if border == "constant" else {}
+        self.p = np.pad(g, reach, mode=PAD[border], **kw)
+        self.r, self.c, self.k = g.shape[0], g.shape[1], reach
+
+    def __getitem__(self, idx):
+        dr, dc = idx
+        return self.p[self.k + dr:self.k + dr + self.r, self.k + dc:self.k + dc + self.c]
+
+
+def numpy_eval(f, g, border="wrap", cval=0, reach=4, out_dtype=np.uint8):
+    return np.asarray(f(_Shifted(g, border, cval, reach))).astype(out_dtype)
+
+
+def life(nb):
+    n = (nb[-1, -1] + nb[-1, 0] + nb[-1, 1] + nb[0, -1] + nb[0, 1]
+         + nb[1, -1] + nb[1, 0] + nb[1, 1])
+    return (n == 3) | ((n == 2) & (nb[0, 0] == 1))
+
+
+def signed_mix(nb):
+    d = nb[0, 1] - nb[0, -1] * 3 + nb[-2, 0]
+    d -= nb[1, 1]
+    return (d > -5) & (nb[0, 0] <= 7) | (d == nb[0, 0])
+
+
+def wide(nb):
+    s = nb[0, -4] + nb[0, 4] - nb[1, 3] * 2 + nb[-1, -3] * 100
+    return ~s ^ (nb[0, 0] & 0x0F) | -nb[0, 2]
+
+
+def branchy(nb):
+    keep = (nb[0, 1] > 100 and nb[1, 0] != 3) or not nb[-1, -1]
+    return nb[0, 0] if keep else nb[0, -1] + 7
+
+
+def branchy_ref(nb):
+    keep = ((nb[0, 1] > 100) & (nb[1, 0] != 3)) | (nb[-1, -1] == 0)
+    return np.where(keep, nb[0, 0], nb[0, -1] + np.uint8(7))
+
+
+def floaty(nb):
+    return nb[0, 0] * 0.5 > nb[0, 1]
+
+
+def looped(nb):
+    s = nb[0, 0]
+    for dc in range(-1, 2):
+        s += nb[1, dc]
+    return s
+
+
+def _grid(rng, shape, dtype):
+    info = np.iinfo(dtype)
+    g = rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
+    g[rng.random(shape) < 0.4] = 1                # Life needs live cells among the noise
+    g[rng.random(shape) < 0.2] = 0
+    return g
+
+
+def _packed_source(stencil, dtype, point=PACKED) -> bool:
+    src = stencil.source(sk.Matrix(np.zeros((8, 64), dtype)), params=point)
+    return "#define SKP_PACKED 1" in src
+
+
+def test_which_muscles_pack():
+    assert _packed_source(sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8),
+                          np.uint8)
+    assert _packed_source(sk.Stencil(signed_mix, shape=2, out_dtype=np.bool_), np.int8)
+    assert _packed_source(sk.Stencil(wide, shape=WIDE, out_dtype=np.uint8), np.uint8)
+    assert _packed_source(sk.Stencil(branchy, shape=1), np.uint8)
+    # float arithmetic, loops, wider cells and extra arguments stay per cell
+    assert not _packed_source(sk.Stencil(floaty, shape=1), np.uint8)
+    assert not _packed_source(sk.Stencil(looped, shape=1), np.uint8)
+    assert not _packed_source(sk.Stencil(life, shape=1, out_dtype=np.int32), np.int32)
+    assert not _packed_source(sk.Stencil(life, shape=1, out_dtype=np.uint8), np.int16)
+
+
+# the border rule acts in the edge work-items only (per cell, tested in every mode elsewhere):
+# wrap and constant here, every mode under SKELPY_HEAVY
+@pytest.mark.parametrize("border", ["wrap", "constant"] + (
+    ["nearest", "reflect", "mirror"] if HEAVY else []))
+def test_life_borders(border):
+    rng = np.random.default_rng(1)
+    st_ = sk.Stencil(life, shape=1, border=border, cval=1, out_dtype=np.uint8)
+    for shape in SIZES:
+        g = _grid(rng, shape, np.uint8)
+        want = numpy_eval(life, g, border, 1)
+        got = st_(g, params=PACKED).to_numpy()
+        assert np.array_equal(got, want), (border, shape)
+        if border == "wrap":
+            assert np.array_equal(st_(g, params=PACKED4).to_numpy(), want), shape
+            assert np.array_equal(st_(g, params=SCALAR).to_numpy(), want), shape
+
+
+def test_signed_bool_out_and_wide_reach():
+    rng = np.random.default_rng(2)
+    s1 = sk.Stencil(signed_mix, shape=2, border="reflect", out_dtype=np.bool_)
+    s2 = sk.Stencil(wide, shape=WIDE, border="mirror", out_dtype=np.uint8)
+    s3 = sk.Stencil(branchy, shape=1, border="nearest")
+    for shape in SIZES + [(9, 96)]:
+        g8 = _grid(rng, shape, np.int8)
+        got = s1(g8, params=PACKED).to_numpy()
+        assert got.dtype == np.bool_
+        assert np.array_equal(got, numpy_eval(signed_mix, g8, "reflect", out_dtype=np.bool_))
+        g = _grid(rng, shape, np.uint8)
+        assert np.array_equal(s2(g, params=PACKED4).to_numpy(),
+                              numpy_eval(wide, g, "mirror")), shape
+        assert np.array_equal(s3(g, params=PACKED).to_numpy(),
+                              numpy_eval(branchy_ref, g, "nearest")), shape
+
+
+def test_iterations_and_views():
+    rng = np.random.default_rng(3)
+    g = _grid(rng, (20, 48), np.uint8)
+    st_ = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)
+    want = g
+    for _ in range(3):
+        want = numpy_eval(life, want)
+    assert np.array_equal(st_(g, iterations=3, params=PACKED).to_numpy(), want)
+
+
+# -- random muscles -----------------------------------------------------------------------
+
+_OFFS = st.tuples(st.integers(-2, 2), st.integers(-2, 2))
+
+
+@st.composite
+def _expr(draw, signed, depth=0):
+    if depth >= 3 or draw(st.integers(0, 3)) == 0:
+        dr, dc = draw(_OFFS)
+        return f"nb[{dr}, {dc}]"
+    op = draw(st.sampled_from(["+", "-", "*", "&", "|", "^", "~", "neg"]))
+    a = draw(_expr(signed, depth + 1))
+    if op == "~":
+        return f"(~{a})"
+    if op == "neg":
+        return f"(-{a})"
+    if op == "*":                       # a Python int the dtype holds (NumPy raises otherwise)
+        return f"({a} * {draw(st.integers(-3 if signed else 0, 5))})"
+    return f"({a} {op} {draw(_expr(signed, depth + 1))})"
+
+
+@st.composite
+def _muscle(draw):
+    signed = draw(st.booleans())
+    a, b = draw(_expr(signed)), draw(_expr(signed))
+    cmp1 = draw(st.sampled_from(["==", "!=", "<", "<=", ">", ">="]))
+    cmp2 = draw(st.sampled_from(["==", "!=", "<", ">="]))
+    k = draw(st.integers(-130, 300))          # out of the dtype's range too: exact, as NumPy
+    kind = draw(st.sampled_from(["bool", "value"]))
+    ret = f"(t {cmp1} {b}) | (t {cmp2} {k})" if kind == "bool" else f"t ^ {b}"
+    return f"def f(nb):\n    t = {a}\n    return {ret}\n", kind, signed
+
+
+@settings(max_examples=40 if HEAVY else 4, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=_muscle(), seed=st.integers(0, 2**16))
+def test_random_muscles_match_numpy(tmp_path_factory, case, seed):
+    text, kind, signed = case
+    d = tmp_path_factory.mktemp("packed")
+    path = d / f"m{abs(hash(text)) % 10**8}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    dtype = np.int8 if signed else np.uint8
+    out = np.bool_ if kind == "bool" else dtype
+    st_ = sk.Stencil(mod.f, shape=2, border="wrap", out_dtype=out)
+    assert _packed_source(st_, dtype), text
+    rng = np.random.default_rng(seed)
+    g = _grid(rng, (7, 40), dtype)
+    with np.errstate(over="ignore"):
+        want = numpy_eval(mod.f, g, "wrap", out_dtype=out)
+    assert np.array_equal(st_(g, params=PACKED).to_numpy(), want), text
+
+
+def test_iterations_default_to_packed_single_steps():
+    """Passes of t steps are not packed: a packed stencil's iterations default to single
+    steps on every device (passes stay available to the tuner and to params)."""
+    for dtype, packed in ((np.uint8, True), (np.int32, False)):
+        st_ = sk.Stencil(life, shape=1, border="wrap", out_dtype=dtype)
+        m = sk.Matrix(np.zeros((16, 32), dtype))
+        bound = st_.bind(m, ())
+        assert bound.plan.packed is packed
+        assert st_.temporal_plan(bound, m).single_first is packed
+
+
+def test_packed_plans_default_to_four_words_on_every_device():
+    """The vector path is the packed one: its default takes 4 words (16 cells) per row of a
+    work-item, on CPUs too (where vec is otherwise not tuned)."""
+    from skelpy import runtime
+
+    m = sk.Matrix(np.zeros((16, 32), np.uint8))
+    plan = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8).bind(m, ()).plan
+    space, _ = plan.make_space(runtime.current())
+    assert space.default["vec"] == 4 and space.is_legal(space.default)
+    got = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)(m).to_numpy()
+    assert np.array_equal(got, numpy_eval(life, np.zeros((16, 32), np.uint8)))
