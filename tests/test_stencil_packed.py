@@ -50,6 +50,16 @@ def life(nb):
     return (n == 3) | ((n == 2) & (nb[0, 0] == 1))
 
 
+def life_loops(nb):
+    """Life as a loop over the neighbourhood: unrolled by the packed form."""
+    n = 0
+    for dr in range(-1, 2):
+        for dc in range(-1, 2):
+            if dr != 0 or dc != 0:
+                n += nb[dr, dc]
+    return 1 if n == 3 or (n == 2 and nb[0, 0] == 1) else 0
+
+
 def signed_mix(nb):
     d = nb[0, 1] - nb[0, -1] * 3 + nb[-2, 0]
     d -= nb[1, 1]
@@ -78,7 +88,8 @@ def floaty(nb):
 def looped(nb):
     s = nb[0, 0]
     for dc in range(-1, 2):
-        s += nb[1, dc]
+        if nb[0, dc] > 3:              # a condition on the data: per cell
+            s += nb[1, dc]
     return s
 
 
@@ -101,6 +112,7 @@ def test_which_muscles_pack():
     assert _packed_source(sk.Stencil(signed_mix, shape=2, out_dtype=np.bool_), np.int8)
     assert _packed_source(sk.Stencil(wide, shape=WIDE, out_dtype=np.uint8), np.uint8)
     assert _packed_source(sk.Stencil(branchy, shape=1), np.uint8)
+    assert _packed_source(sk.Stencil(life_loops, shape=1, out_dtype=np.uint8), np.uint8)
     # float arithmetic, loops, wider cells and extra arguments stay per cell
     assert not _packed_source(sk.Stencil(floaty, shape=1), np.uint8)
     assert not _packed_source(sk.Stencil(looped, shape=1), np.uint8)
@@ -123,6 +135,8 @@ def test_life_borders(border):
         if border == "wrap":
             assert np.array_equal(st_(g, params=PACKED4).to_numpy(), want), shape
             assert np.array_equal(st_(g, params=SCALAR).to_numpy(), want), shape
+            loops = sk.Stencil(life_loops, shape=1, border=border, out_dtype=np.uint8)
+            assert np.array_equal(loops(g, params=PACKED).to_numpy(), want), shape
 
 
 def test_signed_bool_out_and_wide_reach():
@@ -205,6 +219,33 @@ def test_random_muscles_match_numpy(tmp_path_factory, case, seed):
     with np.errstate(over="ignore"):
         want = numpy_eval(mod.f, g, "wrap", out_dtype=out)
     assert np.array_equal(st_(g, params=PACKED).to_numpy(), want), text
+
+
+G3 = np.array([0.25, 0.5, 0.25], np.float32)
+
+
+def gauss3(nb):
+    acc = np.float32(0)
+    for dr in range(-1, 2):
+        row = np.float32(0)
+        for dc in range(-1, 2):
+            row += G3[dc + 1] * nb[dr, dc]
+        acc += G3[dr + 1] * row
+    return acc
+
+
+def heat(u):
+    return u[0, 0] + 0.1 * (u[-1, 0] + u[1, 0] + u[0, -1] + u[0, 1] - 4 * u[0, 0])
+
+
+def test_iterations_default_to_single_steps_where_passes_do_not_pay():
+    """Compute-heavy stencils (over SINGLE_ABOVE instructions per byte moved) iterate in single
+    steps by default; light ones (heat) in passes where the device's space allows them."""
+    for f, border in ((gauss3, "reflect"), (heat, "nearest")):
+        st_ = sk.Stencil(f, shape=1, border=border)
+        m = sk.Matrix(np.zeros((16, 32), np.float32))
+        bound = st_.bind(m, ())
+        assert st_.temporal_plan(bound, m).single_first is (f is gauss3)
 
 
 def test_iterations_default_to_packed_single_steps():

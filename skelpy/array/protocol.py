@@ -333,11 +333,11 @@ def _logical(name: str):
 
 
 def _round(a, decimals=0, out=None):
-    """``np.round`` with no decimals: ``rint`` of floats (half to even, as NumPy); integers
-    and bools are their own rounding."""
+    """``np.round`` with no decimals: ``rint`` of floats (half to even, as NumPy) and of bools
+    (NumPy's float16, float32 here); integers are their own rounding."""
     if out is not None or decimals != 0 or not isinstance(a, Container):
         raise _Unsupported
-    if a.dtype.kind == "f":
+    if a.dtype.kind in "fb":
         return expression.apply("rint", [a])
     return a.astype(a.dtype)
 

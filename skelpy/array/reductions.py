@@ -68,6 +68,22 @@ def _first_in_col(x, p, m, big):
     return p[0] if (x == m or (m != m and x != x)) else big
 
 
+# the same for integers and bools, which have no NaN: ``x != x`` of an integer made clang warn
+# ("self-comparison always evaluates to false"; PoCL printed "2 warnings generated." on stderr)
+
+
+def _first_flat_exact(x, i, m, big):
+    return i if x == m else big
+
+
+def _first_in_row_exact(x, p, m, big):
+    return p[1] if x == m else big
+
+
+def _first_in_col_exact(x, p, m, big):
+    return p[0] if x == m else big
+
+
 def _extreme_identity(name: str, dt: np.dtype):
     if dt == np.bool_:
         return name == "min"
@@ -259,18 +275,23 @@ def _arg(name: str, x: Container, ax: int | None):
     data = x if not x.is_pending else expression.copy_of(x)
     data.storage.resolve()
     big = _NOT_FOUND
+    nan = x.dtype.kind == "f"
     if ax is None:
         if data.ndim == 2:
             data = data.reshape(-1)
-        sk = _skeleton(("arg", None), lambda: MapReduce(_first_flat, _first_min, big,
-                                                        dtype=np.int64, inputs=2))
+        first = _first_flat if nan else _first_flat_exact
+        sk = _skeleton(("arg", None, nan), lambda: MapReduce(first, _first_min, big,
+                                                             dtype=np.int64, inputs=2))
         fusion.LAST.skeleton = sk
         pos = sk(data, IndexVector(x.size), x.dtype.type(extreme), big)
         return np.int64(pos)
     shape = x.shape
     m_b = (extreme.reshape(-1, 1) if ax == 1 else extreme.reshape(1, -1)).broadcast_to(shape)
-    fn = _first_in_row if ax == 1 else _first_in_col
-    sk = _skeleton(("arg", ax), lambda: MapReduce(fn, _first_min, big, axis=ax,
+    if nan:
+        fn = _first_in_row if ax == 1 else _first_in_col
+    else:
+        fn = _first_in_row_exact if ax == 1 else _first_in_col_exact
+    sk = _skeleton(("arg", ax, nan), lambda: MapReduce(fn, _first_min, big, axis=ax,
                                                   dtype=np.int64, inputs=3))
     fusion.LAST.skeleton = sk
     out = sk(data, IndexMatrix(shape), m_b, big)

@@ -11,9 +11,19 @@ distributions`). Skeletons call here when the runtime in use belongs to a group.
 """
 
 from ..containers import Container
+from .exchange import exchange_of
 from .parts import Part, Parts, distributed
 
+
+def _redistribute(container: Container, group, dist) -> Parts:
+    """``container.redistribute(dist)`` on ``group``: one call of the group's exchange (under
+    MPI every rank redistributes together, and a failure or a different distribution on one
+    rank raises on all)."""
+    with exchange_of(group).call("redistribute", (container, dist)):
+        return distributed(container, group, dist)
+
+
 # Container.redistribute() spreads a container through this (containers do not import us).
-Container.distributor = staticmethod(distributed)
+Container.distributor = staticmethod(_redistribute)
 
 __all__ = ["Part", "Parts", "distributed"]

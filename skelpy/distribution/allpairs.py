@@ -19,12 +19,12 @@ def run(skel, a, b, extras, params):
     """``skel(a, b, *extras)`` (an AllPairs) on the device group in use."""
     group = _rt.current().group
     n, m = a.shape[0], b.shape[0]
-    if n == 0 or m == 0:
-        return named(skel.run_on(_rt.current(), a, b, *extras, params=params), BLOCK)
-    with skel._naming_errors():
+    with skel._naming_errors():             # (empty inputs too: they take A block, B copy)
         a_parts = distributed(a, group, BLOCK)
         b_parts = distributed(b, group, COPY)
         extra_args = copied_extras(group, extras)
+    if n == 0 or m == 0:
+        return named(skel.run_on(_rt.current(), a, b, *extras, params=params), BLOCK)
     out, launches, dtype = [], [], None
     for p in a_parts.parts:
         part = Part(p.rank, p.rt, p.lo, p.hi)

@@ -24,7 +24,8 @@ def collective(run):
     def wrapped(*args, **kwargs):
         kept = _distributions((args, kwargs.values()))
         try:
-            with exchange_of(_rt.current().group).call():
+            with exchange_of(_rt.current().group).call(args[0],
+                                                       (*args[1:], *kwargs.values())):
                 return run(*args, **kwargs)
         except BaseException:
             _restore(kept)

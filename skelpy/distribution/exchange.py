@@ -166,9 +166,11 @@ class Exchange:
         """The value every process uses: the first rank's (a tuner's choice, say)."""
         return value
 
-    def call(self):
+    def call(self, label=None, args: tuple = ()):
         """A context around one skeleton call on the group: under MPI a failure inside it on
-        one rank raises on every rank (with the same message) instead of a hang."""
+        one rank raises on every rank (with the same message) instead of a hang, and ranks
+        that call different things (``label``: the skeleton, or words; ``args``: what must
+        agree, see :mod:`skelpy.mpi.exchange`) raise together instead of mismatching."""
         return nullcontext()
 
 

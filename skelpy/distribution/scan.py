@@ -28,10 +28,10 @@ def run(skel, c, params):
     """``skel(c)`` (a Scan) on the device group in use."""
     group = _rt.current().group
     acc = skel.accumulator(c)
+    with skel._naming_errors():
+        parts = distributed(c, group, BLOCK)     # (an empty input too: it takes block)
     if c.size == 0:
         return named(skel.scan_on(_rt.current(), c, params), BLOCK)
-    with skel._naming_errors():
-        parts = distributed(c, group, BLOCK)
     item = storage_dtype(acc).itemsize
     views, totals = {}, {}
     for p in parts.parts:

@@ -34,8 +34,8 @@ from ..containers.distributions import BLOCK, Distribution, as_distribution
 from ..distribution.exchange import Piece
 from ..distribution.parts import allocate, layout, redistribute
 from ..dtypes import check_dtype, storage_dtype
-from ..errors import ShapeError
-from .exchange import HOST_WRITE
+from ..errors import CollectiveError, ShapeError
+from .status import HOST_WRITE
 
 __all__ = ["Collective"]
 
@@ -70,33 +70,34 @@ class Collective:
             return None
         ex = group.exchange
         name = cls.__name__
-        with ex.call():
+        with ex.call(f"{name}(...) (construction)"):
             local = None
             if data is not None:
                 local = cls(data, dtype, distribution=distribution)
-                sig = (True, local.shape, local.dtype.str)
+                sig = (True, local.shape, local.dtype.str, as_distribution(distribution))
             else:
                 shp = None if shape is None else tuple(int(s) for s in shape)
                 dt = None if dtype is None else check_dtype(dtype, name).str
-                sig = (False, shp, dt)
+                sig = (False, shp, dt, as_distribution(distribution))
             sigs = ex.allgather_objects(sig)
+            dist = _agreed(name, [s[3] for s in sigs], lambda: _listing(sigs))
             have = [r for r, s in enumerate(sigs) if s[0]]
             if not have:                       # nobody has data: zeros of the agreed shape
-                if len(set(sigs)) > 1:
+                if len({s[:3] for s in sigs}) > 1:
                     raise ShapeError(f"{name}: the ranks disagree on shape and dtype: "
                                      + _listing(sigs))
-                return cls(None, dtype, shape=shape, distribution=distribution)
+                return cls(None, dtype, shape=shape, distribution=dist)
             root = have[0]
-            _, ref_shape, ref_dt = sigs[root]
-            if any((s[0] and s[1:] != (ref_shape, ref_dt))
+            _, ref_shape, ref_dt, _ = sigs[root]
+            if any((s[0] and s[1:3] != (ref_shape, ref_dt))
                    or (not s[0] and s[1] not in (None, ref_shape))
                    or (not s[0] and s[2] not in (None, ref_dt)) for s in sigs):
                 raise ShapeError(f"{name}: the ranks disagree on the data: " + _listing(sigs))
             if len(have) == group.size:
+                local.storage.distribution = dist
                 return local
             dt = np.dtype(ref_dt)
-            dist = as_distribution(distribution) or BLOCK
-            parts = allocate(group, dist, ref_shape, dt)
+            parts = allocate(group, dist or BLOCK, ref_shape, dt)
             rb = parts.row_bytes
             pieces = []
             for p in parts.parts:
@@ -114,7 +115,7 @@ class Collective:
         group = self._group()
         ex = group.exchange
         name = cls.__name__
-        with ex.call():
+        with ex.call(f"{name}.from_local(...)"):
             arr = np.ascontiguousarray(part.to_numpy() if hasattr(part, "to_numpy") else
                                        np.asarray(part, dtype=dtype))
             if dtype is not None:
@@ -123,12 +124,16 @@ class Collective:
                 raise ShapeError(f"{name}.from_local needs {cls.ndim}-D rows, got shape "
                                  f"{arr.shape} on rank {ex.rank}")
             check_dtype(arr.dtype, name)
-            sigs = ex.allgather_objects((arr.shape, arr.dtype.str))
-            if len({(s[1:], d) for s, d in sigs}) > 1:
+            sigs = ex.allgather_objects((arr.shape, arr.dtype.str,
+                                         as_distribution(distribution)))
+            if len({(s[1:], d) for s, d, _ in sigs}) > 1:
                 raise ShapeError(f"{name}.from_local: the ranks' rows differ in columns or "
                                  "dtype: " + ", ".join(f"rank {r}: {s} ({d})"
-                                                       for r, (s, d) in enumerate(sigs)))
-            counts = [s[0] for s, _ in sigs]
+                                                       for r, (s, d, _) in enumerate(sigs)))
+            want = _agreed(f"{name}.from_local", [w for _, _, w in sigs],
+                           lambda: ", ".join(f"rank {r}: {w}"
+                                             for r, (_, _, w) in enumerate(sigs))) or BLOCK
+            counts = [s[0] for s, _, _ in sigs]
             starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
             shape = (starts[-1], *arr.shape[1:])
             dt = arr.dtype
@@ -138,7 +143,6 @@ class Collective:
             if mine.rows:
                 cl.enqueue_copy(mine.rt.queue, mine.buffer, arr.view(storage_dtype(dt)),
                                 is_blocking=True)
-            want = as_distribution(distribution) or BLOCK
             if ranges == layout(want, shape[0], group.size):
                 parts.dist = want
             else:
@@ -214,7 +218,17 @@ def _short(x) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _agreed(name: str, asked: list, listing) -> Distribution | None:
+    """The distribution the ranks asked for (None: any; the ranks that name one must name
+    the same: the parts of one container, and a scatter into them, must match)."""
+    named = {d for d in asked if d is not None}
+    if len(named) > 1:
+        raise CollectiveError(f"{name}: the ranks disagree on the distribution: " + listing())
+    return next(iter(named), None)
+
+
 def _listing(sigs) -> str:
     return ", ".join(f"rank {r}: " + (f"shape {s[1]} {s[2]}" if s[0] else
                                       f"None (shape={s[1]}, dtype={s[2]})")
+                     + (f", distribution={s[3]}" if s[3] is not None else "")
                      for r, s in enumerate(sigs))

@@ -18,11 +18,17 @@ same value whatever its device). A group's Reduce is then one collective per cal
 Failures: a skeleton call on the group is a :meth:`call`; an exception inside it on one rank
 is announced in the status collective that starts every exchange operation (and ends every
 call), so every rank raises it, with the same class and message, instead of waiting forever.
+
+Agreement: each status record also says what its rank is doing there (a digest of the call,
+its containers' shapes and dtypes and its integer arguments, and of the step: which collective,
+over which layout). Ranks that meet in one status collective while doing different things
+(another skeleton, other shapes, other ``iterations``, one rank a round further, a container
+built on some ranks only) all raise the same :class:`~skelpy.errors.CollectiveError` naming
+what each rank does, instead of exchanging mismatched messages (a hang, or garbage).
 """
 
 from __future__ import annotations
 
-import builtins
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -32,10 +38,10 @@ import pyopencl as cl
 
 from .. import errors
 from ..distribution.exchange import Exchange, Moved, Span, keep_until_done, value_buffer
+from .status import EXCHANGE, STEPS, Call, describe, mismatch, rebuild, token
 
 __all__ = ["MPIExchange"]
 
-EXCHANGE, HOST_WRITE = 0, 1    # what a rank does at a collective (see MPIExchange.check)
 STATUS = 4                       # int64 words of a rank's status: failed, op, token, has a value
 VALUE_BYTES = 16                 # a small value riding in the same record (accumulators: <= 8)
 RECORD = STATUS + VALUE_BYTES // 8
@@ -105,16 +111,20 @@ class MPIExchange(Exchange):
         self._record: _Pinned | None = None   # this rank's status record, pinned (see check)
         self.collectives = 0              # status collectives so far
         self._closed_at = -1              # the one that closed the current call, if any
+        self._calls: list[Call] = []     # the calls this rank is in (nested), innermost last
         self.stats = {"moves": 0, "bytes": 0, "messages": 0}
 
     # -- failures ------------------------------------------------------------------------------
     def check(self, failure: BaseException | None = None, *, op: int = EXCHANGE,
-              token: int = 0, what: str = "", has_value: bool = False) -> np.ndarray:
+              token: int = 0, what: str = "", has_value: bool = False, step: str = "end",
+              detail=None) -> np.ndarray:
         """Collective: every rank says whether it failed and what it is doing (``op``, with a
-        ``token``: a digest of a host write). If any failed, every rank but the first that
-        failed raises that rank's exception (the first returns, to raise its own). If the
-        ranks are not doing the same (a host write on some ranks only, or different ones),
-        every rank raises the same :class:`~skelpy.errors.CollectiveError`.
+        ``token``: a digest of a host write; for an exchange the digest of the call this rank
+        is in, of the ``step`` (a key of ``STEPS``) and of its ``detail``, the layout of what
+        the step then sends). If any failed, every rank but the first that failed raises that
+        rank's exception (the first returns, to raise its own). If the ranks are not doing the
+        same (a host write on some ranks only, or different ones; different calls, arguments
+        or steps), every rank raises the same :class:`~skelpy.errors.CollectiveError`.
 
         Every rank's record is the same size whatever it does, so a rank that failed can meet
         the others in any status collective. ``has_value``: this rank's small value is in its
@@ -123,6 +133,8 @@ class MPIExchange(Exchange):
         from_worker = failure is None and self._worker_error is not None
         if from_worker:
             failure, self._worker_error = self._worker_error, None
+        if op == EXCHANGE:
+            token = self._token(step, detail)
         mine = self._mine()
         mine[:STATUS] = (failure is not None, op, token, has_value and failure is None)
         every = np.empty((self.size, RECORD), np.int64)
@@ -131,20 +143,34 @@ class MPIExchange(Exchange):
         flags = every[:, 0]
         if flags.any():
             first = int(np.flatnonzero(flags)[0])
-            info = self.comm.bcast(_describe(failure) if self.rank == first else None,
+            info = self.comm.bcast(describe(failure) if self.rank == first else None,
                                    root=first)
             if self.rank != first:
-                raise _rebuild(info)
+                raise rebuild(info)
             if from_worker:                   # (the caller has no exception of its own)
                 failure._skelpy_shared = True
                 raise failure
             return every
         if (every[:, 1:3] != every[0, 1:3]).any():
-            whats = self.comm.allgather(what)
-            exc = errors.CollectiveError(_mismatch(every[:, :3], whats))
+            whats = self.comm.allgather(self._doing(step, detail) if op == EXCHANGE else what)
+            exc = errors.CollectiveError(mismatch(every[:, :3], whats))
             exc._skelpy_shared = True
             raise exc
         return every
+
+    def _token(self, step: str, detail) -> int:
+        """The digest an exchange's status record carries (:func:`.status.token`) for the
+        innermost call this rank is in."""
+        return token(self._calls[-1] if self._calls else None, step, detail)
+
+    def _doing(self, step: str, detail=None) -> str:
+        """What this rank is doing at a status collective, in words (for a mismatch)."""
+        doing = STEPS.get(step, step)
+        if step == "move" and detail:
+            doing += " (" + ", ".join(f"{a}->{b}: {n} B" for a, b, n in detail[:6]) + \
+                (", ..." if len(detail) > 6 else "") + ")"
+        called = self._calls[-1].describe() if self._calls else ""
+        return f"{called}: {doing}" if called else doing
 
     def _mine(self) -> np.ndarray:
         """This rank's status record (int64 words), in pinned memory kept for it."""
@@ -165,7 +191,8 @@ class MPIExchange(Exchange):
         return ranks, np.ascontiguousarray(values).reshape(-1)
 
     @contextmanager
-    def call(self):
+    def call(self, label="a collective call", args: tuple = ()):
+        self._calls.append(Call(label, tuple(args)))
         self.depth += 1
         try:
             yield
@@ -176,9 +203,10 @@ class MPIExchange(Exchange):
             raise
         else:
             if self.depth == 1 and self._closed_at != self.collectives:
-                self.check()
+                self.check(step="end")
         finally:
             self.depth -= 1
+            self._calls.pop()
 
     def agree(self, value):
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
@@ -186,14 +214,14 @@ class MPIExchange(Exchange):
             # an integer (a tuner's t or k) rides in rank 0's status record: one collective
             if self.rank == 0:
                 self._value_bytes(8).view(np.int64)[0] = int(value)
-            every = self.check(has_value=self.rank == 0)
+            every = self.check(has_value=self.rank == 0, step="agree")
             return int(every[0, STATUS])
-        self.check()
+        self.check(step="agree", detail="object")
         return self.comm.bcast(value, root=0)
 
-    def allgather_objects(self, value) -> list:
+    def allgather_objects(self, value, step: str = "objects") -> list:
         """Every rank's (small, picklable) ``value``, in rank order, on every rank."""
-        self.check()
+        self.check(step=step)
         return self.comm.allgather(value)
 
     # -- pinned staging ------------------------------------------------------------------------
@@ -223,15 +251,14 @@ class MPIExchange(Exchange):
     def move(self, moves, *, after=None, overlap=False):
         # every process has the same list: one with no message (ghost-row refreshes, copies
         # within each rank) is no collective, and nobody waits for the others
-        if any(m.nbytes and m.src.rank != m.dst.rank for m in moves):
-            self.check()
         me, rt = self.rank, self.rt
         wait = (after or {}).get(me) or None
         moved = Moved({}, {})
-        sends, recvs = [], []
+        sends, recvs, crossing = [], [], False
         for i, m in enumerate(moves):
             if not m.nbytes:
                 continue
+            crossing = crossing or m.src.rank != m.dst.rank
             if m.src.rank == me and m.dst.rank == me:
                 ev = cl.enqueue_copy(rt.queue, m.dst.buffer, m.src.buffer, byte_count=m.nbytes,
                                      src_offset=m.src.offset, dst_offset=m.dst.offset,
@@ -241,47 +268,80 @@ class MPIExchange(Exchange):
                 sends.append((i, m))
             elif m.dst.rank == me:
                 recvs.append((i, m))
-        if not sends and not recvs:
+        if not crossing:
+            return moved
+        # this rank's side is prepared before the status collective (a failure here reaches
+        # the others there); after it, nothing may leave a peer's message unmatched
+        staging = queue = None
+        downloads, outgoing = [], []
+        if sends or recvs:
+            arrived = cl.UserEvent(rt.context)
+            done = cl.UserEvent(rt.context)
+            staging = self._pinned(sum(m.nbytes for _, m in sends + recvs))
+            queue = self.copy_queue if overlap else rt.queue
+            at = 0
+            for i, m in sends:              # device -> pinned, after the rows are computed
+                view = staging.host[at:at + m.nbytes]
+                at += m.nbytes
+                downloads.append(cl.enqueue_copy(queue, view, m.src.buffer,
+                                                 src_offset=m.src.offset, is_blocking=False,
+                                                 wait_for=wait))
+                outgoing.append((view, m.dst.rank, i % TAGS))
+            staging.busy = list(downloads)
+            self._keep(downloads, staging, [m.src.buffer for _, m in sends])
+        self.check(step="move", detail=self._layout(moves))
+        if staging is None:
             return moved
         MPI = self.MPI
-        staging = self._pinned(sum(m.nbytes for _, m in sends + recvs))
-        queue = self.copy_queue if overlap else rt.queue
-        at, downloads, outgoing = 0, [], []
-        for i, m in sends:                  # device -> pinned, after the rows are computed
-            view = staging.host[at:at + m.nbytes]
-            at += m.nbytes
-            downloads.append(cl.enqueue_copy(queue, view, m.src.buffer, src_offset=m.src.offset,
-                                             is_blocking=False, wait_for=wait))
-            outgoing.append((view, m.dst.rank, i % TAGS))
-        arrived = cl.UserEvent(rt.context)
-        done = cl.UserEvent(rt.context)
         requests, uploads, views = [], [], []
-        for i, m in recvs:                  # MPI -> pinned -> device once it has arrived
-            view = staging.host[at:at + m.nbytes]
-            at += m.nbytes
-            views.append(view)
-            requests += [self.p2p.Irecv([c, MPI.BYTE], source=m.src.rank, tag=i % TAGS)
-                         for c in _chunks(view)]
-            uploads.append(cl.enqueue_copy(queue, m.dst.buffer, view, dst_offset=m.dst.offset,
-                                           is_blocking=False, wait_for=[arrived]))
-        if downloads:
-            moved.sent[me] = list(downloads)
-        if uploads:
-            moved.received.setdefault(me, []).extend(uploads)
-        rt.queue.flush()
-        queue.flush()
-        job = (downloads, outgoing, requests, arrived, done, {queue, rt.queue})
-        if overlap:
-            self._jobs = [f for f in self._jobs if not f.done()]
-            self._jobs.append(self._worker.submit(self._progress, *job))
-        else:
-            self._progress(*job)
-        staging.busy = [*downloads, *uploads, done]
-        self._keep(staging.busy, staging, views, [m.src.buffer for _, m in sends],
-                   [m.dst.buffer for _, m in recvs])
+        at = sum(m.nbytes for _, m in sends)
+        try:
+            for i, m in recvs:              # MPI -> pinned -> device once it has arrived
+                view = staging.host[at:at + m.nbytes]
+                at += m.nbytes
+                views.append(view)
+                requests += [self.p2p.Irecv([c, MPI.BYTE], source=m.src.rank, tag=i % TAGS)
+                             for c in _chunks(view)]
+            for (_i, m), view in zip(recvs, views, strict=True):
+                uploads.append(cl.enqueue_copy(queue, m.dst.buffer, view,
+                                               dst_offset=m.dst.offset, is_blocking=False,
+                                               wait_for=[arrived]))
+            if downloads:
+                moved.sent[me] = list(downloads)
+            if uploads:
+                moved.received.setdefault(me, []).extend(uploads)
+            rt.queue.flush()
+            queue.flush()
+        finally:
+            # even when this rank failed above: its peers passed the status collective and
+            # wait for its messages (they learn of the failure at the next one)
+            job = (downloads, outgoing, requests, arrived, done, {queue, rt.queue})
+            future = self._in_order(self._progress, *job)
+            if not overlap:
+                future.result()
+            staging.busy = [*downloads, *uploads, done]
+            self._keep(staging.busy, staging, views, [m.src.buffer for _, m in sends],
+                       [m.dst.buffer for _, m in recvs])
         self.stats["moves"] += len(sends) + len(recvs)
         self.stats["bytes"] += sum(m.nbytes for _, m in sends + recvs)
         return moved
+
+    @staticmethod
+    def _layout(moves) -> tuple:
+        """Who sends how many bytes to whom: what the ranks must agree on before a move."""
+        return tuple((m.src.rank, m.dst.rank, m.nbytes) for m in moves
+                     if m.nbytes and m.src.rank != m.dst.rank)
+
+    def _in_order(self, fn, *args):
+        """Run ``fn`` (which sends) on the progress thread, after the sends queued before it.
+        Every rank then sends in program order, as it posts its receives (on the main
+        thread): the messages between two ranks with one tag match their receives in
+        order. (A send made on the main thread could overtake a halo row of an earlier
+        round still waiting there for its download, and land in that round's receive.)"""
+        self._jobs = [f for f in self._jobs if not f.done()]
+        future = self._worker.submit(fn, *args)
+        self._jobs.append(future)
+        return future
 
     def _progress(self, downloads, outgoing, requests, arrived, done, queues) -> None:
         """Send the rows once they are down, wait for everything, release the uploads (and
@@ -291,8 +351,11 @@ class MPIExchange(Exchange):
         MPI = self.MPI
         complete = cl.command_execution_status.COMPLETE
         try:
-            if downloads:
-                cl.wait_for_events(downloads)
+            try:
+                if downloads:
+                    cl.wait_for_events(downloads)
+            except BaseException as exc:  # noqa: BLE001 - still send: the peers wait for it
+                self._worker_error = exc
             sent = [self.p2p.Isend([c, MPI.BYTE], dest=dest, tag=tag)
                     for view, dest, tag in outgoing for c in _chunks(view)]
             MPI.Request.Waitall(requests)
@@ -302,85 +365,102 @@ class MPIExchange(Exchange):
             MPI.Request.Waitall(sent)
             self.stats["messages"] += len(requests) + len(sent)
         except BaseException as exc:  # noqa: BLE001 - reported at the next collective
-            self._worker_error = exc
+            self._worker_error = self._worker_error or exc
         finally:
             if arrived.command_execution_status != complete:
                 arrived.set_status(complete)
             done.set_status(complete)
 
     # -- host ------------------------------------------------------------------------------------
-    def to_host(self, pieces, host):
-        self.check()
-        flat = host.reshape(-1).view(np.uint8)
-        mine = [p for p in pieces if p.nbytes and p.span.rank == self.rank]
-        events = []
-        for p in mine:
-            self.rt.stats.downloads += 1
-            self.rt.stats.download_bytes += p.nbytes
-            events.append(cl.enqueue_copy(self.rt.queue,
-                                          flat[p.host_offset:p.host_offset + p.nbytes],
-                                          p.span.buffer, src_offset=p.span.offset,
-                                          is_blocking=False))
-        if events:
-            cl.wait_for_events(events)
-        by_rank: dict[int, list] = {}
-        for p in pieces:
-            if p.nbytes:
-                by_rank.setdefault(p.span.rank, []).append(p)
-        one_each = all(len(v) == 1 for v in by_rank.values())
-        if one_each and all(p.host_offset + p.nbytes < 1 << 31 for p in pieces):
-            counts, displs = [0] * self.size, [0] * self.size
-            for r, (p,) in by_rank.items():
-                counts[r], displs[r] = p.nbytes, p.host_offset
-            self.comm.Allgatherv(self.MPI.IN_PLACE, [flat, counts, displs, self.MPI.BYTE])
+    @contextmanager
+    def _alone(self, closes: bool = True):
+        """A collective made outside any skeleton call (``to_numpy``, an upload) as a call of
+        its own, so that a failure on one rank reaches the others; with ``closes`` its last
+        collective closes it (nothing after it can fail on one rank: no second one)."""
+        if self.depth:
+            yield
             return
-        for p in pieces:                     # large or several pieces: one broadcast each
-            if p.nbytes:
-                for c in _chunks(flat[p.host_offset:p.host_offset + p.nbytes]):
-                    self.comm.Bcast([c, self.MPI.BYTE], root=p.span.rank)
+        with self.call(None):
+            yield
+            if closes:
+                self._closed_at = self.collectives
+
+    def to_host(self, pieces, host):
+        with self._alone():
+            flat = host.reshape(-1).view(np.uint8)
+            events = []                      # this rank's pieces first (a failure: below)
+            for p in pieces:
+                if p.nbytes and p.span.rank == self.rank:
+                    self.rt.stats.downloads += 1
+                    self.rt.stats.download_bytes += p.nbytes
+                    events.append(cl.enqueue_copy(self.rt.queue,
+                                                  flat[p.host_offset:p.host_offset + p.nbytes],
+                                                  p.span.buffer, src_offset=p.span.offset,
+                                                  is_blocking=False))
+            if events:
+                cl.wait_for_events(events)
+            self.check(step="gather", detail=tuple((p.span.rank, p.host_offset, p.nbytes)
+                                                   for p in pieces if p.nbytes))
+            by_rank: dict[int, list] = {}
+            for p in pieces:
+                if p.nbytes:
+                    by_rank.setdefault(p.span.rank, []).append(p)
+            one_each = all(len(v) == 1 for v in by_rank.values())
+            if one_each and all(p.host_offset + p.nbytes < 1 << 31 for p in pieces):
+                counts, displs = [0] * self.size, [0] * self.size
+                for r, (p,) in by_rank.items():
+                    counts[r], displs[r] = p.nbytes, p.host_offset
+                self.comm.Allgatherv(self.MPI.IN_PLACE, [flat, counts, displs, self.MPI.BYTE])
+                return
+            for p in pieces:                 # large or several pieces: one broadcast each
+                if p.nbytes:
+                    for c in _chunks(flat[p.host_offset:p.host_offset + p.nbytes]):
+                        self.comm.Bcast([c, self.MPI.BYTE], root=p.span.rank)
 
     def from_host(self, host, pieces):
-        shapes = self.allgather_objects((tuple(host.shape), host.dtype.str))
-        if len(set(shapes)) > 1:
-            raise errors.ShapeError("the ranks passed different data for one container: "
-                                    + ", ".join(f"rank {r}: shape {s} ({d})"
-                                                for r, (s, d) in enumerate(shapes)))
-        flat = host.reshape(-1).view(np.uint8)
-        events = []
-        for p in pieces:
-            if p.nbytes and p.span.rank == self.rank:
-                self.rt.stats.uploads += 1
-                self.rt.stats.upload_bytes += p.nbytes
-                events.append(cl.enqueue_copy(self.rt.queue, p.span.buffer,
-                                              flat[p.host_offset:p.host_offset + p.nbytes],
-                                              dst_offset=p.span.offset, is_blocking=False))
-        if events:
-            cl.wait_for_events(events)
+        with self._alone(closes=False):         # (the uploads follow the collective)
+            shapes = self.allgather_objects((tuple(host.shape), host.dtype.str), step="upload")
+            if len(set(shapes)) > 1:
+                raise errors.ShapeError("the ranks passed different data for one container: "
+                                        + ", ".join(f"rank {r}: shape {s} ({d})"
+                                                    for r, (s, d) in enumerate(shapes)))
+            flat = host.reshape(-1).view(np.uint8)
+            events = []
+            for p in pieces:
+                if p.nbytes and p.span.rank == self.rank:
+                    self.rt.stats.uploads += 1
+                    self.rt.stats.upload_bytes += p.nbytes
+                    events.append(cl.enqueue_copy(self.rt.queue, p.span.buffer,
+                                                  flat[p.host_offset:p.host_offset + p.nbytes],
+                                                  dst_offset=p.span.offset, is_blocking=False))
+            if events:
+                cl.wait_for_events(events)
 
     def scatter(self, host, pieces, root: int) -> None:
         """Like :meth:`from_host`, but only rank ``root`` has ``host`` (None elsewhere): it
         sends every other rank the bytes of that rank's pieces."""
-        self.check()
         MPI, me = self.MPI, self.rank
-        requests, inbox = [], []
-        for i, p in enumerate(pieces):
-            if not p.nbytes:
-                continue
-            tag = i % TAGS
-            if me == root and p.span.rank != me:
-                flat = host.reshape(-1).view(np.uint8)
-                requests += [self.p2p.Isend([c, MPI.BYTE], dest=p.span.rank, tag=tag)
-                             for c in _chunks(flat[p.host_offset:p.host_offset + p.nbytes])]
-            elif me != root and p.span.rank == me:
-                buf = np.empty(p.nbytes, np.uint8)
-                inbox.append((p, buf))
-                requests += [self.p2p.Irecv([c, MPI.BYTE], source=root, tag=tag)
-                             for c in _chunks(buf)]
-        if me == root:
+        inbox = []                           # (buffers first: nothing fails between the
+        if me == root:                       # status collective and the messages)
             flat = host.reshape(-1).view(np.uint8)
             inbox = [(p, flat[p.host_offset:p.host_offset + p.nbytes]) for p in pieces
                      if p.nbytes and p.span.rank == me]
-        MPI.Request.Waitall(requests)
+        else:
+            inbox = [(p, np.empty(p.nbytes, np.uint8)) for p in pieces
+                     if p.nbytes and p.span.rank == me]
+        self.check(step="scatter", detail=(root, tuple((p.span.rank, p.host_offset, p.nbytes)
+                                                       for p in pieces if p.nbytes)))
+        if me == root:
+            def send() -> None:
+                MPI.Request.Waitall([
+                    self.p2p.Isend([c, MPI.BYTE], dest=p.span.rank, tag=i % TAGS)
+                    for i, p in enumerate(pieces) if p.nbytes and p.span.rank != me
+                    for c in _chunks(flat[p.host_offset:p.host_offset + p.nbytes])])
+            self._in_order(send).result()
+        else:
+            tags = {id(p): i % TAGS for i, p in enumerate(pieces)}
+            MPI.Request.Waitall([self.p2p.Irecv([c, MPI.BYTE], source=root, tag=tags[id(p)])
+                                 for p, buf in inbox for c in _chunks(buf)])
         events = [cl.enqueue_copy(self.rt.queue, p.span.buffer, buf, dst_offset=p.span.offset,
                                   is_blocking=False) for p, buf in inbox]
         if events:
@@ -400,8 +480,9 @@ class MPIExchange(Exchange):
             cl.enqueue_copy(self.rt.queue, mine if small else mine[1:], span.buffer,
                             src_offset=span.offset, is_blocking=True)
         if small:
-            return self._gathered(self.check(has_value=span is not None), nbytes)
-        self.check()
+            return self._gathered(self.check(has_value=span is not None, step="values",
+                                             detail=nbytes), nbytes)
+        self.check(step="values", detail=nbytes)
         mine[0] = span is not None
         every = np.empty((self.size, nbytes + 1), np.uint8)
         self.comm.Allgather(mine, every)
@@ -431,9 +512,10 @@ class MPIExchange(Exchange):
             if nbytes <= VALUE_BYTES:
                 if self.rank == 0:
                     self._value_bytes(nbytes)[:] = out
-                out = self._gathered(self.check(has_value=self.rank == 0), nbytes)[1].copy()
+                out = self._gathered(self.check(has_value=self.rank == 0, step="share"),
+                                     nbytes)[1].copy()
             else:
-                self.check()
+                self.check(step="share")
                 self.comm.Bcast([out, self.MPI.BYTE], root=0)
         if closes_call and self.depth == 1:
             self._closed_at = self.collectives   # its last collective closes the call
@@ -457,39 +539,3 @@ class MPIExchange(Exchange):
         self.rt.queue.finish()
         self.copy_queue.finish()
         self._pending.clear()
-
-
-def _mismatch(every: np.ndarray, whats: list[str]) -> str:
-    """The message every rank raises when the ranks are not doing the same."""
-    doing = []
-    for r, (op, token) in enumerate(every[:, 1:].tolist()):
-        if op == HOST_WRITE:
-            doing.append(f"rank {r} writes {whats[r]} (digest {token & 0xffffffff:08x})")
-        else:
-            doing.append(f"rank {r} is in a skeleton call or collective" +
-                         (f" ({whats[r]})" if whats[r] else ""))
-    return ("under MPI a write through a container (v[i] = x, host_edit) is collective: "
-            "every rank makes the same write at the same point of the program, or the ranks' "
-            "copies would differ; here " + "; ".join(doing))
-
-
-def _describe(exc: BaseException) -> tuple:
-    """What another rank needs to raise ``exc`` again: class, message, simple attributes."""
-    attrs = {k: v for k, v in vars(exc).items()
-             if isinstance(v, (str, int, float, bool, type(None), dict, tuple, list))}
-    return type(exc).__module__, type(exc).__name__, str(exc), attrs
-
-
-def _rebuild(info: tuple) -> BaseException:
-    """The exception ``_describe`` described: the same skelpy (or builtin) class and message."""
-    module, name, message, attrs = info
-    cls = getattr(errors, name, None) if module == errors.__name__ else None
-    if cls is None and module == "builtins":
-        cls = getattr(builtins, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = errors.SkelpyError
-    exc = cls.__new__(cls)
-    Exception.__init__(exc, message)
-    vars(exc).update(attrs)
-    exc._skelpy_shared = True
-    return exc

@@ -137,7 +137,6 @@ class CCode:
 
     def function(self, canon: str, codes: list[str], d: np.dtype, out: np.dtype) -> str:
         """C for a math function with arguments already in dtype ``d``."""
-        T = c_type(d)
         k = d.kind
         fp64 = d == FLOAT64
         fk = "f" if k == "f" else "i"
@@ -170,7 +169,7 @@ class CCode:
             if k == "f":
                 code = f"fabs({a})"
             elif k == "i":
-                code = f"(({T})abs({a}))"
+                code = f"{clib.iabs(d)}({a})"
             else:
                 code = a
         elif canon == "sign":

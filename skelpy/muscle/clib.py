@@ -107,6 +107,27 @@ static inline {t} {name}({t} a, {t} b) {{
         return self._add(name, f"static inline {t} {name}({t} a, {t} b) "
                                f"{{ return ({guard}) ? ({t})0 : ({t})(a % b); }}")
 
+    def iabs(self, dt: np.dtype) -> str:
+        """abs() of a signed integer, wrapping as NumPy's (``abs(INT_MIN)`` is INT_MIN). Not
+        OpenCL's ``abs``: PoCL lowers it to llvm.abs with INT_MIN as poison, so clang took
+        ``abs(x) < 0`` as false and widened ``abs(x)`` to 2**31 for x = INT_MIN. ``max(x, -x)``
+        with a wrapping negation is exact, and stays a builtin call for oclgrind (which knows
+        no llvm.abs, what the open-coded ``x < 0 ? -x : x`` becomes)."""
+        t = c_type(dt)
+        u = _u(dt)
+        name = f"skelpy_abs_{t}"
+        return self._add(name, f"static inline {t} {name}({t} x) "
+                               f"{{ return max(x, ({t})(({u})0 - ({u})x)); }}")
+
+    def range_len(self) -> str:
+        """``len(range(b, e, s))`` without overflow (0 for a step of 0)."""
+        return self._add("skelpy_range_len", """
+static inline ulong skelpy_range_len(long b, long e, long s) {
+    if (s > 0) return b < e ? ((ulong)e - (ulong)b - 1) / (ulong)s + 1 : 0;
+    if (s < 0) return b > e ? ((ulong)b - (ulong)e - 1) / ((ulong)0 - (ulong)s) + 1 : 0;
+    return 0;
+}""")
+
     def float_to_ulong(self, src: np.dtype) -> str:
         """NumPy's float -> uint64: a negative value wraps through int64 (-1.0 -> 2**64 - 1),
         where C leaves it undefined."""

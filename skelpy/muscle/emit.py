@@ -228,8 +228,11 @@ def _unaryop(cx: EmitContext, node, note, mat):
 
 
 def _boolop(cx: EmitContext, node, note, mat):
-    cx.code.features.op("ops_logic", "b", n=len(node.values) - 1)
     ops = operands(cx.weak, node, mat)
+    if len(ops.items) == 1:                   # ``True and x``: x (see build_BoolOp)
+        (only,) = ops.items
+        return emit_expr(cx, only.node, only.context)
+    cx.code.features.op("ops_logic", "b", n=len(ops.items) - 1)
     if ops.dtype == BOOL:
         sym = " && " if isinstance(node.op, ast.And) else " || "
         return "(" + sym.join(emit_operand(cx, o) for o in ops.items) + ")", BOOL
@@ -326,6 +329,8 @@ def _function(cx: EmitContext, node, note, call: FunctionCall, mat):
         for c in codes[1:]:
             feat.op("ops_cmp", fk, d == FLOAT64)
             out = f"{fn}({out}, {c})"
+        if not t.weak and t.dtype != d:        # builtin min/max of mixed integers
+            return code.cast(out, d, t.dtype), t.dtype
         return out, d
     if isinstance(rule, RoundToInt):
         if rule.arg.kind == "f":
@@ -474,6 +479,12 @@ def _while(cx: EmitContext, s: ast.While, ind: int) -> None:
 
 
 def _for(cx: EmitContext, s: ast.For, ind: int) -> None:
+    """``for x in range(...)``. A unit step, or constants whose last step stays inside int64,
+    is C's plain loop; any other range counts its trips first (``skelpy_range_len``, exact in
+    unsigned arithmetic) and steps the index without overflow: ``i += step`` past the end of
+    ``range(n, 2**63 - 1, 2**62)`` overflowed, which is undefined in C (clang ran such loops
+    1 time instead of 2, or 4 instead of 1), and a step of 0 known only at run time looped
+    forever; there it runs no iteration (Python raises ValueError)."""
     args = s.iter.args
     consts = [cx.body.const(a) for a in args]
     codes = [emit_operand(cx, Operand(a, INT64, INT64)) for a in args]
@@ -487,6 +498,7 @@ def _for(cx: EmitContext, s: ast.For, ind: int) -> None:
     trip = None
     if all(c is not MISSING for c in cvals):
         trip = len(range(*(int(c) for c in cvals)))
+    counted = _may_overflow(cvals, trip)
     cx.line(ind, "{")
     i = cx.tmp("i")
     if cvals[1] is MISSING:
@@ -500,12 +512,24 @@ def _for(cx: EmitContext, s: ast.For, ind: int) -> None:
         cond = f"({st} > 0) ? ({i} < {stop}) : ({i} > {stop})"
     else:
         cond = f"{i} < {stop}" if int(cvals[2]) > 0 else f"{i} > {stop}"
+    if counted:
+        if cvals[0] is MISSING and len(args) > 1:
+            b = cx.tmp("b")
+            cx.line(ind + 1, f"const long {b} = {start};")
+            start = b
+        n, k = cx.tmp("n"), cx.tmp("k")
+        cx.line(ind + 1, f"const ulong {n} = {cx.code.clib.range_len()}({start}, {stop}, {step});")
+        cx.line(ind + 1, f"long {i} = {start};")
+        header = (f"for (ulong {k} = 0; {k} < {n}; "
+                  f"{k}++, {i} = (long)((ulong){i} + (ulong){step})) {{")
+    else:
+        header = f"for (long {i} = {start}; {cond}; {i} += {step}) {{"
     cx.code.features.enter_loop(trip)
     if trip is not None:
         parent = cx.open_loops[-1] if cx.open_loops else None
         cx.open_loops.append(len(cx.loops))
         cx.loops.append(LoopRecord(len(cx.lines), trip, parent))
-    cx.line(ind + 1, f"for (long {i} = {start}; {cond}; {i} += {step}) {{")
+    cx.line(ind + 1, header)
     n = s.target.id
     cx.line(ind + 2, f"{cx.names[n]} = {cx.code.cast(i, INT64, cx.weak.storage(n))};")
     emit_block(cx, s.body, ind + 2)
@@ -514,6 +538,19 @@ def _for(cx: EmitContext, s: ast.For, ind: int) -> None:
     if trip is not None:
         cx.open_loops.pop()
     cx.code.features.exit_loop()
+
+
+def _may_overflow(cvals, trip) -> bool:
+    """Whether ``i += step`` of C's plain loop may leave int64 (undefined) before the loop
+    test stops it: never for a step of 1 or -1 (``i < stop`` leaves room for ``i + 1``), nor
+    for constants whose first value past the end fits."""
+    step = cvals[2]
+    if step is not MISSING and abs(int(step)) == 1:
+        return False
+    if trip is None:
+        return True
+    past = int(cvals[0]) + trip * int(step)
+    return not -2**63 <= past < 2**63
 
 
 def _break(cx: EmitContext, s, ind: int) -> None:

@@ -66,8 +66,10 @@ def _build() -> None:
     _reg(np.radians, "deg2rad", "numpy", (1,), np.radians)
     _reg(np.degrees, "rad2deg", "numpy", (1,), np.degrees)
     _reg(np.fix, "trunc", "numpy", (1,), np.trunc)
-    _reg(np.round, "rint", "numpy", (1,), np.rint)
-    _reg(getattr(np, "around", None), "rint", "numpy", (1,), np.rint)
+    # np.round is rint of floats and bools, but keeps integers as they are (np.rint(int8) is
+    # a float16): see infer_calls
+    _reg(np.round, "around", "numpy", (1,), np.rint)
+    _reg(getattr(np, "around", None), "around", "numpy", (1,), np.rint)
     binary_np = {
         "arctan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign, "fmod": np.fmod,
         "power": np.power, "float_power": np.float_power, "minimum": np.minimum,
@@ -114,6 +116,10 @@ def _build() -> None:
 
 
 _build()
+
+
+#: what np.round/np.around compute where they round: np.rint
+RINT = FUNCS[np.rint]
 
 
 def lookup(obj) -> FuncSpec | None:

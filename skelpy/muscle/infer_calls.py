@@ -151,6 +151,13 @@ def _function(cx: InferenceContext, node: ast.Call, spec: F.FuncSpec, label: str
                      label)
     tys = [cx.type(a) for a in args]
     canon = spec.canonical
+    if canon == "around":
+        # np.round: an integer is its own rounding, in its own dtype (np.round(int8) is an
+        # int8; np.rint(int8) a float16); floats and bools are np.rint's
+        spec, canon = F.RINT, "rint"
+        if tys[0].kind == "i":
+            dt = INT64 if tys[0].weak else tys[0].dtype
+            return Typed(Ty(dt), meaning=FunctionCall(spec, Loop((dt,))))
     bad = f"{label}() is not supported for " + ", ".join(str(t) for t in tys)
     if canon in _OPERATOR_UFUNCS:
         op = _OPERATOR_UFUNCS[canon]

@@ -46,6 +46,7 @@ from .typed import (
     AccessorAttribute,
     AccessorRead,
     ArrayItem,
+    BoolTail,
     Comparisons,
     IndexComponent,
     Loop,
@@ -339,21 +340,29 @@ def build_BoolOp(cx: InferenceContext, node: ast.BoolOp) -> Typed:
     """``and``/``or`` as Python has them: the value of the operand that decides (``x or 5``
     is ``x`` when ``x`` is true, else 5), not a bool. Operands that are all bools give a
     bool; otherwise the operands are promoted to one type, as the branches of ``a if c else
-    b`` are (numba's rule too)."""
-    tys = [cx.type(v) for v in node.values]
-    consts = [cx.const(v) for v in node.values]
+    b`` are (numba's rule too). Constants in front are Python's: one that decides is the
+    value, with its own type (``5 or 0.0`` is the int 5, ``False and x`` is False; the
+    operands after it are never evaluated, so neither typed nor errors), and those that do
+    not decide drop out (``0.0 or x`` is ``x``, of ``x``'s type)."""
+    decides = isinstance(node.op, ast.Or)
+    start = 0
+    for v in node.values[:-1]:
+        t = cx.type(v)
+        c = cx.const(v)
+        if c is MISSING:
+            break
+        if bool(c) == decides:
+            return Typed(t, c)
+        start += 1
+    rest = node.values[start:]
+    if len(rest) == 1:
+        t = cx.type(rest[0])
+        return Typed(t, cx.const(rest[0]), BoolTail(start))
+    tys = [cx.type(v) for v in rest]
     t = result_type(*tys)
     if t.kind == "b":
         t = Ty(BOOL, all(u.weak for u in tys))
-    value = MISSING
-    if all(c is not MISSING for c in consts):
-        v = consts[-1]
-        for c in consts[:-1]:
-            if bool(c) == isinstance(node.op, ast.Or):   # the deciding operand
-                v = c
-                break
-        value = {"b": bool, "i": int, "f": float}[t.kind](v) if t.weak else t.dtype.type(v)
-    return Typed(t, value)
+    return Typed(t, MISSING, BoolTail(start) if start else None)
 
 
 def build_Compare(cx: InferenceContext, node: ast.Compare) -> Typed:

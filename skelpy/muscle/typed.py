@@ -103,6 +103,14 @@ class RoundToInt:
 
 
 @dataclass(frozen=True, slots=True)
+class BoolTail:
+    """``and``/``or`` whose first ``start`` operands are constants that do not decide (``True
+    and x``, ``0.0 or x``): Python's value is that of the operands from ``start`` on."""
+
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
 class WeakMath:
     """A math/builtin function of weak values only: a weak result of kind ``kind``."""
 

@@ -28,6 +28,7 @@ from .typed import (
     NO_CONST,
     AccessorRead,
     ArrayItem,
+    BoolTail,
     CastCall,
     FunctionCall,
     HelperCall,
@@ -328,14 +329,19 @@ def _rule_BoolOp(wt, node, note, mat) -> Operands:
     result's type (the emitter tests it for truth after that conversion: promotion never
     turns a non-zero into zero, nor NaN into a number)."""
     t = note.ty
+    values = node.values
+    if isinstance(note.meaning, BoolTail):       # constants in front that do not decide
+        values = values[note.meaning.start:]
+        if len(values) == 1:
+            return Operands((Operand(values[0], mat, None),))
     if t.kind == "b":
-        return Operands(tuple(Operand(v, None, TRUTH) for v in node.values), BOOL)
+        return Operands(tuple(Operand(v, None, TRUTH) for v in values), BOOL)
     if t.weak:
         d = wt.weak_dtype(t, node, mat)
         return Operands(tuple(Operand(v, wt.operand_context(v, t, node, mat), d)
-                              for v in node.values), d)
+                              for v in values), d)
     d = t.dtype
-    return Operands(tuple(Operand(v, d, d) for v in node.values), d)
+    return Operands(tuple(Operand(v, d, d) for v in values), d)
 
 
 def _rule_Compare(wt, node, note, mat) -> Operands:
@@ -420,6 +426,8 @@ def _function(wt, node, t: Ty, call: FunctionCall, mat) -> Operands:
 
         if call.spec.canonical == "where":
             return Operands((Operand(args[0], None, TRUTH), conv(args[1]), conv(args[2])), d)
+        if call.spec.canonical in ("pymin", "pymax") and not rt.weak:
+            return _builtin_minmax(wt, args, d, conv)
         return Operands(tuple(conv(a) for a in args), d)
     if isinstance(rule, RoundToInt):
         at = rule.arg
@@ -436,6 +444,27 @@ def _function(wt, node, t: Ty, call: FunctionCall, mat) -> Operands:
         ctx = wt.float_context(node, outer)
         return Operands(tuple(Operand(a, ctx, d) for a in args), d)
     return Operands(tuple(Operand(a, d, d) for a, d in zip(args, rule.ins)), rule.ins[0])
+
+
+def _builtin_minmax(wt, args, d: np.dtype, conv) -> Operands:
+    """Builtin ``min``/``max`` compare their operands as Python does, each as it is (NumPy
+    compares mixed integers exactly), and return the chosen one: of mixed integer types they
+    compare in int64 and the result is converted to ``d`` after. Converted to ``d`` first,
+    ``max(k, x)`` with a Python int ``k = -5`` and a uint32 ``x = 3`` compared 4294967291 with
+    3. A constant must still fit ``d`` (it is written in ``d``, as NumPy's scalars are).
+    uint64 with a negative Python int is the one mix no C type holds: compared in uint64."""
+    notes = wt.body.notes
+    tys = [notes[a].ty for a in args]
+    if d.kind not in "iu" or d == UINT64 or all(not t.weak and t.dtype == d for t in tys):
+        return Operands(tuple(conv(a) for a in args), d)
+    items = []
+    for a, t in zip(args, tys):
+        if notes[a].const is not NO_CONST:
+            ctx = d
+        else:
+            ctx = INT64 if t.weak else t.dtype
+        items.append(Operand(a, ctx, INT64))
+    return Operands(tuple(items), INT64)
 
 
 _RULES = {"BinOp": _rule_BinOp, "UnaryOp": _rule_UnaryOp, "BoolOp": _rule_BoolOp,

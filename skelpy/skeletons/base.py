@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import runtime as _rt
 from .. import tuner
-from ..containers import Container, IndexSpace, as_container
+from ..containers import Container, IndexSpace, MatrixRow, as_container
 from ..debug import STATE as DEBUG
 from ..dtypes import check_dtype
 from ..errors import (
@@ -181,13 +181,16 @@ class Skeleton:
         """The one data input of Reduce/Scan: a container or ndarray (not an index space)."""
         if isinstance(x, (list, tuple)):
             x = np.asarray(x)
-        if isinstance(x, IndexSpace) or not isinstance(x, (Container, np.ndarray)):
+        if isinstance(x, IndexSpace) or not isinstance(x, (Container, MatrixRow, np.ndarray)):
             raise self._error(DTypeError, "the input must be a Vector, Matrix or ndarray, got "
                               f"{type(x).__name__}")
         return self._container(x, "input")
 
     def _container(self, value, what: str):
-        """``as_container`` with errors that name the muscle."""
+        """``as_container`` with errors that name the muscle. A Matrix row ``m[i]`` is its
+        view ``m[i, :]`` (it was a DTypeError: "expected a Vector, ..., got MatrixRow")."""
+        if isinstance(value, MatrixRow):
+            value = value[:]
         try:
             return as_container(value, f"{self.origin}: {what}")
         except (DTypeError, ShapeError) as exc:

@@ -47,7 +47,15 @@ import numpy as np
 import pyopencl as cl
 
 from .. import runtime as _rt
-from ..containers import Container, IndexSpace, Matrix, Vector, array_backend, empty_like_shape
+from ..containers import (
+    Container,
+    IndexSpace,
+    Matrix,
+    MatrixRow,
+    Vector,
+    array_backend,
+    empty_like_shape,
+)
 from ..distribution import reduce as distributed_reduce
 from ..distribution.host_fold import HostFold
 from ..dtypes import c_type, check_dtype, storage_c_type, storage_dtype
@@ -487,7 +495,7 @@ class MapReduce(_Reduction):
 
 
 def _is_container_like(v) -> bool:
-    return isinstance(v, (Container, IndexSpace, np.ndarray, list, tuple)) and not (
+    return isinstance(v, (Container, MatrixRow, IndexSpace, np.ndarray, list, tuple)) and not (
         isinstance(v, np.ndarray) and v.ndim == 0)
 
 

@@ -22,10 +22,17 @@ from ..tuner.space import ParamSpace
 from .stencil_stream import Extra, Stage, StreamPlan, Unsupported
 from .stencil_stream_tile import TILE_NAMES, check_forced
 
-__all__ = ["Extra", "NAMES", "T_VALUES", "TemporalPlan", "Unsupported", "iterate", "plan",
-           "space"]
+__all__ = ["Extra", "NAMES", "SINGLE_ABOVE", "T_VALUES", "TemporalPlan", "Unsupported",
+           "iterate", "plan", "single_first", "space"]
 
 T_VALUES = (1, 2, 3, 4, 6, 8)
+# Instructions per byte moved (the translator's dynamic count over input plus output bytes of
+# a cell) above which a stencil's iterations default to single steps: passes save memory
+# traffic, and past this the cell's work, repeated on the tiles' overlaps, costs more than
+# they save. H200, 100 iterations at 4096^2-8192^2, passes of t = 4 over single steps: heat
+# (1.6 per byte) 1.30-1.50x, Game of Life int32 (2.6) 1.79x, the 3x3 Gaussian with reflect
+# (5.6) 0.92x (its best pass, t = 2, 0.95x), Life uint8 per cell (10.5) 0.75x.
+SINGLE_ABOVE = 4.0
 NAMES = ("t",) + TILE_NAMES
 MAX_REACH = 4                 # rows/columns a muscle may reach for this path
 
@@ -41,9 +48,7 @@ class TemporalPlan(StreamPlan):
         super().__init__(*args, **kwargs)
         # per runtime (weakly, as the kernels: see StreamPlan)
         self._spaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        # single steps are the default on GPUs too: the stencil's single step is packed
-        # (muscle/packed.py: four one-byte cells per word), which a pass is not (Life uint8
-        # on the H200: packed single steps 56-64% of copy, passes of t = 4 46%)
+        # single steps are the default on GPUs too (see single_first below)
         self.single_first = single_first
 
     def space(self, rt: _rt.Runtime) -> ParamSpace:
@@ -69,6 +74,15 @@ class TemporalPlan(StreamPlan):
                 sp.default = nearest
         self._spaces[rt] = sp
         return sp
+
+
+def single_first(features: Mapping[str, float], packed: bool) -> bool:
+    """Whether iterations of a stencil with these kernel features default to single steps on
+    every device: its single step is packed (``muscle/packed.py``: the passes are not), or it
+    spends more than :data:`SINGLE_ABOVE` instructions per byte moved."""
+    work = float(features.get("instructions_dyn", features.get("instructions", 0.0)))
+    moved = float(features.get("in_dtype_size", 4.0)) + float(features.get("out_dtype_size", 4.0))
+    return packed or work / moved > SINGLE_ABOVE
 
 
 def plan(muscle: Muscle, dtype, extras: Sequence[Extra], reach: tuple[int, int, int, int],

@@ -1,4 +1,4 @@
-"""Run tests/mpi/mpi_cases.py on every rank of ``mpiexec -n P python tests/mpi/run.py``: each
+"""Run tests/mpi/mpi_cases.py and hunt_cases.py on every rank of ``mpiexec -n P python tests/mpi/run.py``: each
 rank one PoCL CPU device. Rank 0 reports; the others write to a log file and show its tail
 when they fail (any rank's failure fails the run)."""
 
@@ -12,7 +12,7 @@ from mpi4py import MPI  # noqa: E402
 
 rank = MPI.COMM_WORLD.rank
 here = os.path.dirname(os.path.abspath(__file__))
-args = [os.path.join(here, "mpi_cases.py"), "-p", "no:cacheprovider", "-o", "addopts=", "-q",
+args = [os.path.join(here, "mpi_cases.py"), os.path.join(here, "hunt_cases.py"), "-p", "no:cacheprovider", "-o", "addopts=", "-q",
         "-x", *sys.argv[1:]]
 if rank == 0:
     code = int(pytest.main(args))

@@ -1,0 +1,154 @@
+"""What every status collective under MPI carries besides the failure flag: what each rank is
+doing (so that ranks doing different things raise together, see :class:`Call`), and how a
+failure on one rank is raised again on the others (:func:`describe`, :func:`rebuild`).
+
+A status record (:meth:`skelpy.mpi.exchange.MPIExchange.check`) holds ``op`` (an exchange, or
+a host write) and a 64-bit token: for an exchange, a digest of the call the rank is in (high
+half: what is called and which step of it; low half: the call's arguments and the step's
+layout); for a host write, a digest of the write. Ranks whose records differ are not doing
+the same thing: each raises the same :class:`~skelpy.errors.CollectiveError`, whose message
+(:func:`mismatch`) names what every rank does.
+"""
+
+from __future__ import annotations
+
+import builtins
+import zlib
+
+import numpy as np
+
+from .. import errors
+from ..containers.distributions import Distribution
+
+__all__ = ["EXCHANGE", "HOST_WRITE", "STEPS", "Call", "token", "signature", "mismatch",
+           "describe", "rebuild"]
+
+EXCHANGE, HOST_WRITE = 0, 1    # what a rank does at a collective (see MPIExchange.check)
+# what each step of a call does, as a message names it (MPIExchange.check's ``step``)
+STEPS = {"end": "ending the call", "move": "exchanging rows", "agree": "agreeing on a decision",
+         "gather": "gathering a container to every rank (to_numpy)",
+         "upload": "uploading host data", "scatter": "scattering data from one rank",
+         "values": "gathering per-rank values", "share": "sharing a folded value",
+         "objects": "comparing arguments"}
+
+
+class Call:
+    """What this rank is doing: ``label`` (a skeleton, or words) over ``args``. Its digests
+    (``kind``: what is called; ``sig``: the containers' shapes and dtypes and the integer
+    arguments) go into every status record the call's steps send (:meth:`MPIExchange.check`)."""
+
+    __slots__ = ("label", "args", "kind", "sig")
+
+    def __init__(self, label, args: tuple):
+        self.label, self.args = label, args
+        name = label or "" if isinstance(label, (str, type(None))) else \
+            f"{type(label).__name__}/{getattr(label, 'kind', '')}"
+        self.kind = zlib.crc32(name.encode())
+        self.sig = zlib.crc32(repr(signature(args)).encode())
+
+    def describe(self) -> str:
+        if self.label is None:                # a collective outside any skeleton call
+            return ""
+        label = self.label if isinstance(self.label, str) else \
+            getattr(self.label, "origin", type(self.label).__name__)
+        shown = signature(self.args)
+        return label + (" on (" + ", ".join(map(_shown, shown)) + ")" if shown else "")
+
+
+def token(call: Call | None, step: str, detail) -> int:
+    """An exchange's status token: high half what is called (``call``'s kind, None outside
+    any skeleton call) and the ``step`` of it, low half the call's arguments and the step's
+    ``detail`` (the layout of what it then sends)."""
+    kind, sig = (call.kind, call.sig) if call is not None else (0, 0)
+    high = zlib.crc32(step.encode(), kind) & 0x7FFFFFFF
+    low = sig if detail is None else zlib.crc32(repr(detail).encode(), sig)
+    return high << 32 | low
+
+
+def signature(args, depth: int = 0) -> tuple:
+    """What must agree across the ranks among a call's arguments: containers' and arrays'
+    kinds, shapes and dtypes (also inside lists of extras), and at the top level integers
+    (``iterations``), dtypes, names and distributions. Numbers among a muscle's extra
+    arguments are not compared (they may differ by rank, as in any SPMD program)."""
+    out: list = []
+    for x in args:
+        if isinstance(x, (type, np.dtype)):                  # an out_dtype
+            if depth == 0:
+                out.append(_dtype_name(x))
+        elif isinstance(getattr(x, "shape", None), tuple) and not isinstance(x, np.generic):
+            dt = getattr(x, "dtype", None)
+            out.append((type(x).__name__, tuple(x.shape), None if dt is None else
+                        _dtype_name(dt)))
+        elif isinstance(x, (list, tuple)) and depth < 2 and len(x) <= 64:
+            inner = signature(x, depth + 1)
+            if inner:
+                out.append(inner)
+        elif depth == 0 and isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            out.append(int(x))
+        elif depth == 0 and isinstance(x, (str, Distribution)):
+            out.append(str(x))
+    return tuple(out)
+
+
+def _dtype_name(dt) -> str:
+    try:
+        return np.dtype(dt).str
+    except TypeError:
+        return getattr(dt, "__name__", repr(dt))
+
+
+def _shown(item) -> str:
+    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[1], tuple):
+        cls, shape, dt = item
+        return f"{cls}{list(shape)}" + (f" {np.dtype(dt)}" if dt and dt[0] in "<>|=" else
+                                        f" {dt}" if dt else "")
+    if isinstance(item, tuple):
+        return "[" + ", ".join(map(_shown, item)) + "]"
+    return repr(item)
+
+
+def mismatch(every: np.ndarray, whats: list[str]) -> str:
+    """The message every rank raises when the ranks are not doing the same."""
+    ops, tokens = every[:, 1].tolist(), every[:, 2].tolist()
+    if HOST_WRITE in ops:
+        doing = []
+        for r, (op, token) in enumerate(zip(ops, tokens, strict=True)):
+            if op == HOST_WRITE:
+                doing.append(f"rank {r} writes {whats[r]} (digest {token & 0xffffffff:08x})")
+            else:
+                doing.append(f"rank {r} is in a skeleton call or collective" +
+                             (f" ({whats[r]})" if whats[r] else ""))
+        return ("under MPI a write through a container (v[i] = x, host_edit) is collective: "
+                "every rank makes the same write at the same point of the program, or the "
+                "ranks' copies would differ; here " + "; ".join(doing))
+    doing = "; ".join(f"rank {r}: {w}" for r, w in enumerate(whats))
+    if len({t >> 32 for t in tokens}) == 1:
+        return ("under MPI every rank makes the same skeleton call with containers of the same "
+                "shapes, dtypes and distributions (and the same iterations and forced launch "
+                "parameters such as k); here the ranks' arguments or the rows they exchange "
+                "differ: " + doing)
+    return ("under MPI every rank makes the same skeleton calls and collective container "
+            "operations (construction, to_numpy, redistribute, writes) in the same order; "
+            "here the ranks are at different points: " + doing)
+
+
+def describe(exc: BaseException) -> tuple:
+    """What another rank needs to raise ``exc`` again: class, message, simple attributes."""
+    attrs = {k: v for k, v in vars(exc).items()
+             if isinstance(v, (str, int, float, bool, type(None), dict, tuple, list))}
+    return type(exc).__module__, type(exc).__name__, str(exc), attrs
+
+
+def rebuild(info: tuple) -> BaseException:
+    """The exception ``describe`` described: the same skelpy (or builtin) class and message."""
+    module, name, message, attrs = info
+    cls = getattr(errors, name, None) if module == errors.__name__ else None
+    if cls is None and module == "builtins":
+        cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = errors.SkelpyError
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, message)
+    vars(exc).update(attrs)
+    exc._skelpy_shared = True
+    return exc
