@@ -46,7 +46,7 @@ from ..muscle import Muscle
 from ..muscle.params import Scalar
 
 __all__ = ["arithmetic_kind", "check_neutral", "dtype_argument", "fold_dtype",
-           "muscle_is_commutative", "numpy_sum_dtype"]
+           "muscle_is_commutative", "nan_combine", "numpy_sum_dtype", "propagates_nan_in_folds"]
 
 # (a, b) samples: signs, zero, equal operands, magnitudes that tell +, *, |, ^, max apart.
 _INT_SAMPLES = ((3, 5), (-7, 11), (1_000_003, 17), (0, 9), (12, 12), (-4, -6), (6, 0))
@@ -72,6 +72,37 @@ def arithmetic_kind(fn) -> str | None:
         if ok:
             return kind
     return None
+
+
+def propagates_nan_in_folds(fn) -> bool:
+    """Whether a fold of the Python muscle ``fn`` over floats makes NaN win, as ``np.max`` and
+    ``np.min`` do: ``fn`` is a max or a min on numbers (every sample pair) whose NaN result
+    depends on the operands' order (Python's ``max(nan, 1.0)`` is nan, ``max(1.0, nan)`` is
+    1.0). A fold's order is unspecified (it changes with the launch point and the devices), so
+    such a muscle gave any of NaN, the identity or a partial maximum; NaN-propagation is its
+    one associative reading, and NumPy's. Muscles with a consistent NaN rule (``np.maximum``
+    propagates, ``np.fmax`` ignores NaN) keep it."""
+    if fn is None or isinstance(fn, (str, Muscle)) or not callable(fn):
+        return False
+    nan, one = np.float64(np.nan), np.float64(1.0)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for pick in (max, min):
+                if all(_same(fn(np.float64(a), np.float64(b)), pick(a, b))
+                       and _same(fn(np.float64(b), np.float64(a)), pick(a, b))
+                       for a, b in _FLOAT_SAMPLES + _INT_SAMPLES):
+                    return bool(np.isnan(fn(nan, one))) != bool(np.isnan(fn(one, nan)))
+    except Exception:  # noqa: BLE001 - a muscle that cannot run on the host: not detected
+        return False
+    return False
+
+
+def nan_combine(c_type: str, name: str) -> str:
+    """OpenCL C of ``skp_nan_first``: ``name(a, b)`` unless an operand is NaN, which wins
+    (see :func:`propagates_nan_in_folds`)."""
+    return (f"static inline {c_type} skp_nan_first({c_type} a, {c_type} b) "
+            f"{{ return isnan(a) ? a : (isnan(b) ? b : ({c_type}){name}(a, b)); }}")
 
 
 def _same(got, want) -> bool:

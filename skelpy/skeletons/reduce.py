@@ -79,6 +79,8 @@ from .fold_muscle import (
     dtype_argument,
     fold_dtype,
     muscle_is_commutative,
+    nan_combine,
+    propagates_nan_in_folds,
 )
 from .kernel_source import SourceBuilder
 from .plan import feature_dict
@@ -353,12 +355,16 @@ class _Reduction(Skeleton):
         red_tm = self.muscle.specialise((Scalar(acc), Scalar(acc)), c_name="skp_reduce")
         ordered = not self._is_commutative(acc)
         mode = "flat" if axis is None else f"axis{axis}"
+        combine = "skp_reduce"
+        source.muscle(red_tm)
+        if acc.kind == "f" and not self.muscle.is_c and propagates_nan_in_folds(self._reduce_fn):
+            source.part(nan_combine(c_type(acc), "skp_reduce"))
+            combine = "skp_nan_first"
         built = (source
-                 .muscle(red_tm)
                  .header([
                      f"#define SKP_ACC {c_type(acc)}",
                      f"#define SKP_ACC_ST {storage_c_type(acc)}",
-                     f"#define SKP_COMBINE(a, b) (({c_type(acc)})skp_reduce((a), (b)))",
+                     f"#define SKP_COMBINE(a, b) (({c_type(acc)}){combine}((a), (b)))",
                      "#define SKP_PARAMS_DECL " + "".join(", " + x for x in decls),
                      f"#define SKP_LOAD(i) {load}",
                      f"#define SKP_ORDERED {int(ordered)}",

@@ -68,7 +68,14 @@ from .fold_common import (
     power_of_two,
     work_group_rules,
 )
-from .fold_muscle import arithmetic_kind, check_neutral, dtype_argument, fold_dtype
+from .fold_muscle import (
+    arithmetic_kind,
+    check_neutral,
+    dtype_argument,
+    fold_dtype,
+    nan_combine,
+    propagates_nan_in_folds,
+)
 from .kernel_source import SourceBuilder
 from .limits import Legality, Rule, at_least, check_output
 from .plan import Plan, feature_dict
@@ -354,14 +361,18 @@ class Scan(Skeleton):
                     f"(({storage_c_type(in_dt)})skp_map({', '.join(call)}))))"]
             builder = SourceBuilder("scan").muscle(map_tm).data(
                 *(k.data_dtype for k in inputs))
+        combine = "skp_scan_op"
+        builder.muscle(tm)
+        if acc.kind == "f" and not self.muscle.is_c and propagates_nan_in_folds(self._fn):
+            builder.part(nan_combine(c_type(acc), "skp_scan_op"))
+            combine = "skp_nan_first"
         source = (builder
-                  .muscle(tm)
                   .header([
                       f"#define SKP_ACC {c_type(acc)}",
                       f"#define SKP_ACC_ST {storage_c_type(acc)}",
                       f"#define SKP_IN_ST {storage_c_type(in_dt)}",
                       *load,
-                      f"#define SKP_COMBINE(a, b) (({c_type(acc)})skp_scan_op((a), (b)))",
+                      f"#define SKP_COMBINE(a, b) (({c_type(acc)}){combine}((a), (b)))",
                       f"#define SKP_ACC_BITS {64 if storage_dtype(acc).itemsize == 8 else 32}",
                       "#define SKP_BITS(v) " + _BITS[storage_dtype(acc)][0],
                       "#define SKP_UNBITS(b) " + _BITS[storage_dtype(acc)][1],

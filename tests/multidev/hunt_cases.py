@@ -71,11 +71,6 @@ def test_empty_inputs_take_the_distributions_their_skeleton_needs():
     assert a.distribution == "block" and bad.distribution == "single"
 
 
-@pytest.mark.xfail(strict=True, reason="the muscle translator's max(a, b) is (b > a) ? b : a "
-                   "(skelpy/muscle), not associative with NaN: Reduce and Scan give answers "
-                   "that depend on the fold order (-inf here on one device), neither NumPy's "
-                   "NaN nor the sequential fold's 0.3; the fix lies in skelpy/muscle or "
-                   "skelpy/skeletons, not in the distributions")
 def test_a_max_fold_over_nan_gives_numpys_or_the_sequential_answer_on_any_split():
     f = np.array([np.nan, 0.1, 0.3, -1.0], np.float32)
     allowed = [np.max(f), np.nanmax(f)]
