@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_stencil_fuzz import Padded
+from test_stencil_narrow import life
+from test_stencil_stream_geometry import heat
 
 import skelpy as sk
 
@@ -21,33 +24,13 @@ HEAVY = os.environ.get("SKELPY_HEAVY") == "1"
 PACKED = {"local": 0, "wg_r": 2, "wg_c": 4, "cr": 2, "cc": 1, "vec": 2}
 PACKED4 = {"local": 0, "wg_r": 1, "wg_c": 4, "cr": 2, "cc": 1, "vec": 4}
 SCALAR = {"local": 0, "wg_r": 2, "wg_c": 8, "cr": 1, "cc": 1, "vec": 1}
-PAD = {"constant": "constant", "nearest": "edge", "wrap": "wrap", "reflect": "symmetric",
-       "mirror": "reflect"}
 WIDE = sk.Shape(north=1, south=1, east=4, west=4)         # the packed form's widest reach
 SIZES = [(1, 4), (6, 12), (13, 40), (5, 37), (3, 64)]      # (5, 37): rows not whole words
 
 
-class _Shifted:
-    """``nb[dr, dc]`` on NumPy: the input shifted, padded by the border rule."""
-
-    def __init__(self, g: np.ndarray, border: str, cval: int, reach: int):
-        kw = {"constant_values": cval} if border == "constant" else {}
-        self.p = np.pad(g, reach, mode=PAD[border], **kw)
-        self.r, self.c, self.k = g.shape[0], g.shape[1], reach
-
-    def __getitem__(self, idx):
-        dr, dc = idx
-        return self.p[self.k + dr:self.k + dr + self.r, self.k + dc:self.k + dc + self.c]
-
-
-def numpy_eval(f, g, border="wrap", cval=0, reach=4, out_dtype=np.uint8):
-    return np.asarray(f(_Shifted(g, border, cval, reach))).astype(out_dtype)
-
-
-def life(nb):
-    n = (nb[-1, -1] + nb[-1, 0] + nb[-1, 1] + nb[0, -1] + nb[0, 1]
-         + nb[1, -1] + nb[1, 0] + nb[1, 1])
-    return (n == 3) | ((n == 2) & (nb[0, 0] == 1))
+def numpy_eval(f, g, border="wrap", cval=0, out_dtype=np.uint8):
+    """``f`` evaluated by NumPy on the whole matrix, padded by the border rule."""
+    return np.asarray(f(Padded(g, border, cval))).astype(out_dtype)
 
 
 def life_loops(nb):
@@ -156,7 +139,7 @@ def test_signed_bool_out_and_wide_reach():
                               numpy_eval(branchy_ref, g, "nearest")), shape
 
 
-def test_iterations_and_views():
+def test_iterations():
     rng = np.random.default_rng(3)
     g = _grid(rng, (20, 48), np.uint8)
     st_ = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)
@@ -234,10 +217,6 @@ def gauss3(nb):
     return acc
 
 
-def heat(u):
-    return u[0, 0] + 0.1 * (u[-1, 0] + u[1, 0] + u[0, -1] + u[0, 1] - 4 * u[0, 0])
-
-
 def test_iterations_default_to_single_steps_where_passes_do_not_pay():
     """Compute-heavy stencils (over SINGLE_ABOVE instructions per byte moved) iterate in single
     steps by default; light ones (heat) in passes where the device's space allows them."""
@@ -264,9 +243,8 @@ def test_packed_plans_default_to_four_words_on_every_device():
     work-item, on CPUs too (where vec is otherwise not tuned)."""
     from skelpy import runtime
 
-    m = sk.Matrix(np.zeros((16, 32), np.uint8))
-    plan = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8).bind(m, ()).plan
-    space, _ = plan.make_space(runtime.current())
+    g = _grid(np.random.default_rng(8), (16, 32), np.uint8)
+    st_ = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)
+    space, _ = st_.bind(sk.Matrix(g), ()).plan.make_space(runtime.current())
     assert space.default["vec"] == 4 and space.is_legal(space.default)
-    got = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)(m).to_numpy()
-    assert np.array_equal(got, numpy_eval(life, np.zeros((16, 32), np.uint8)))
+    assert np.array_equal(st_(g).to_numpy(), numpy_eval(life, g))

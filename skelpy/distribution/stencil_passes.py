@@ -14,9 +14,10 @@ import pyopencl as cl
 from .. import tuner
 from ..containers import Overlap
 from ..errors import ParameterError
+from ..skeletons.limits import check_forced
 from ..skeletons.stencil_plan import MatrixExtra
 from ..skeletons.stencil_stream import GPU_MIN_ITEMS_PER_CU
-from ..skeletons.stencil_stream_tile import TILE_NAMES, check_forced
+from ..skeletons.stencil_stream_tile import TILE_NAMES
 from .common import group_launch
 from .parts import Parts, allocate, distributed, parts_of
 from .stencil_repeats import Repeats, arg_key, copy_of
@@ -85,9 +86,8 @@ class Temporal:
             forced = None
             if passes:      # a tile no legal point keeps: named (as on one device)
                 forced = check_forced(
-                    space, passes,
-                    lambda p, dev=rt.device: None if int(p["t"]) == 1 else tplan.broken(p, dev),
-                    TILE_NAMES, skel.origin, rt.device.name)
+                    space, lambda p, dev=rt.device: tplan.broken_pass(p, dev), passes,
+                    skel.origin, rt.device.name, free=TILE_NAMES)
             req = tuner.TuningRequest(
                 skeleton="stencil", kernel_key=tplan.kernel_key, device=rt.device,
                 space=space, features=tplan.features, origin=skel.origin,

@@ -149,6 +149,12 @@
 #define SKP_PSTORE(v, p) SKP_CAT(vstore, SKP_PW)(v, 0, p)
 #endif
 
+/* The packed output words of row k of a work-item's cells, from its window pwin. */
+#define SKP_PACKED_ROW(k, res)                                                         \
+    _Pragma("unroll")                                                                  \
+    for (int j = 0; j < SKP_PW; ++j)                                                   \
+        (res)[j] = skp_muscle_packed(pwin + (SKP_N + (k)) * SKP_PWIN + 1 + j, SKP_PWIN)
+
 #define SKP_PACKED_PATH                                                                \
     {                                                                                  \
         uint pwin[SKP_WIN_R * SKP_PWIN];                                               \
@@ -163,10 +169,7 @@
         _Pragma("unroll")                                                              \
         for (int k = 0; k < SKP_CR; ++k) {                                             \
             uint res[SKP_PW];                                                          \
-            _Pragma("unroll")                                                          \
-            for (int j = 0; j < SKP_PW; ++j)                                           \
-                res[j] = skp_muscle_packed(pwin + (SKP_N + k) * SKP_PWIN + 1 + j,     \
-                                           SKP_PWIN);                                  \
+            SKP_PACKED_ROW(k, res);                                                    \
             __global uint* o = (__global uint*)(out + (SKP_IDX_T)(rb + k) * cols + cb); \
             *(__global SKP_PVT*)o = SKP_PLOAD(res);                                    \
         }                                                                              \
@@ -219,10 +222,7 @@
                 break;                                                                 \
             __global uchar* o = (__global uchar*)out + (SKP_IDX_T)(rb + k) * cols;     \
             uint res[SKP_PW];                                                          \
-            _Pragma("unroll")                                                          \
-            for (int j = 0; j < SKP_PW; ++j)                                           \
-                res[j] = skp_muscle_packed(pwin + (SKP_N + k) * SKP_PWIN + 1 + j,     \
-                                           SKP_PWIN);                                  \
+            SKP_PACKED_ROW(k, res);                                                    \
             if (own_in) {                                                              \
                 *(__global SKP_PVT*)(o + cb) = SKP_PLOAD(res);                         \
                 continue;                                                              \

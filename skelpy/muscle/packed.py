@@ -51,10 +51,9 @@ class NotPackable(Exception):
 
 @dataclass(frozen=True)
 class PackedMuscle:
-    """``source`` defines ``skp_muscle_packed``; ``reach`` = (north, south, west, east) read."""
+    """``source`` defines ``skp_muscle_packed`` (the stencil's shape bounds its reads)."""
 
     source: str
-    reach: tuple[int, int, int, int]
 
 
 # -- the walk -------------------------------------------------------------------------------
@@ -66,7 +65,6 @@ class _Lowering:
         self.em = Emitter()
         self.env: dict[str, object] = {}
         self.consts: dict[str, int] = {}      # loop variables of the unrolled loops
-        self.reads: set[tuple[int, int]] = set()
 
     def fail(self, node, what: str):
         raise NotPackable(f"line {getattr(node, 'lineno', '?')}: {what}")
@@ -242,7 +240,6 @@ class _Lowering:
                for o in offs):
             self.fail(node, "a neighbourhood read at a computed offset")
         dr, dc = (int(o) for o in offs)
-        self.reads.add((dr, dc))
         if abs(dc) > MAX_REACH:
             self.fail(node, f"a read {dc} columns away (at most {MAX_REACH})")
         return Lin(((("r", dr, dc), 1),), 0, self.int8(node))
@@ -395,12 +392,7 @@ def lower(tb: TypedBody, out_dtype) -> PackedMuscle:
     lw = _Lowering(tb)
     ret = lw.run(np.dtype(out_dtype))
     em = lw.em
-    reads = lw.reads or {(0, 0)}
-    north = max(0, -min(dr for dr, _ in reads))
-    south = max(0, max(dr for dr, _ in reads))
-    west = max(0, -min(dc for _, dc in reads))
-    east = max(0, max(dc for _, dc in reads))
     src = (FUNNEL
            + "static inline uint skp_muscle_packed(__private const uint* w, const int wp)\n{\n"
            + "\n".join(em.lines) + f"\n    return {ret};\n}}\n")
-    return PackedMuscle(src, (north, south, west, east))
+    return PackedMuscle(src)

@@ -48,6 +48,13 @@ class Lin:
     const: int
     signed: bool
 
+    @property
+    def atom(self) -> tuple | None:
+        """The one atom this value is (coefficient 1, no constant), else None."""
+        if self.const == 0 and len(self.terms) == 1 and self.terms[0][1] == 1:
+            return self.terms[0][0]
+        return None
+
 
 @dataclass(frozen=True)
 class Mask:
@@ -114,15 +121,15 @@ class Emitter:
     def bytes_of(self, v: Lin) -> str:
         if not v.terms:
             return f"{v.const * 0x01010101:#010x}u"
-        if v.const == 0 and len(v.terms) == 1 and v.terms[0][1] == 1:
-            atom = v.terms[0][0]
+        atom = v.atom
+        if atom is not None:
             return self.shifted_bytes(atom[1], atom[2]) if atom[0] == "r" else atom[1]
         e, o, _ = self.pair(v)
         return self.let(f"({e} & {_LO}) | (({o} << 8) & {_HI})")
 
     def normal_halves(self, v: Lin) -> tuple[str, str]:
         """Even and odd bytes of ``v`` as 16-bit lanes holding exactly the byte (0..255)."""
-        if v.const == 0 and len(v.terms) == 1 and v.terms[0][1] == 1:
+        if v.atom is not None:
             return self.halves(self.bytes_of(v))
         e, o, hi = self.pair(v)
         if hi <= 255:
@@ -205,7 +212,7 @@ class Emitter:
 
     def shifted_sum(self, profile: tuple, dc: int) -> tuple[str, str, int]:
         """The column sum of ``profile`` at column offset ``dc`` from each cell."""
-        out, hi = [], 0
+        out = []
         for parity in (0, 1):                  # the even lanes (bytes 0, 2), then odd
             q, b = divmod(parity + dc, 4)
             src, lane = b % 2, b // 2

@@ -40,13 +40,14 @@ import warnings
 
 import numpy as np
 
-from ..dtypes import check_dtype
+from ..dtypes import c_type, check_dtype
 from ..errors import DTypeError, SkelpyError
 from ..muscle import Muscle
 from ..muscle.params import Scalar
 
 __all__ = ["arithmetic_kind", "check_neutral", "dtype_argument", "fold_dtype",
-           "muscle_is_commutative", "nan_combine", "numpy_sum_dtype", "propagates_nan_in_folds"]
+           "fold_combine", "muscle_is_commutative", "numpy_sum_dtype",
+           "propagates_nan_in_folds"]
 
 # (a, b) samples: signs, zero, equal operands, magnitudes that tell +, *, |, ^, max apart.
 _INT_SAMPLES = ((3, 5), (-7, 11), (1_000_003, 17), (0, 9), (12, 12), (-4, -6), (6, 0))
@@ -98,11 +99,15 @@ def propagates_nan_in_folds(fn) -> bool:
     return False
 
 
-def nan_combine(c_type: str, name: str) -> str:
-    """OpenCL C of ``skp_nan_first``: ``name(a, b)`` unless an operand is NaN, which wins
-    (see :func:`propagates_nan_in_folds`)."""
-    return (f"static inline {c_type} skp_nan_first({c_type} a, {c_type} b) "
-            f"{{ return isnan(a) ? a : (isnan(b) ? b : ({c_type}){name}(a, b)); }}")
+def fold_combine(acc: np.dtype, fn, name: str) -> tuple[str, str]:
+    """(the function a fold kernel combines with, C to add after the muscle ``name``): the
+    muscle itself, or ``skp_nan_first`` where a NaN operand wins
+    (:func:`propagates_nan_in_folds`; ``fn`` None: an OpenCL C muscle, taken as written)."""
+    if np.dtype(acc).kind != "f" or not propagates_nan_in_folds(fn):
+        return name, ""
+    t = c_type(acc)
+    return "skp_nan_first", (f"static inline {t} skp_nan_first({t} a, {t} b) "
+                             f"{{ return isnan(a) ? a : (isnan(b) ? b : ({t}){name}(a, b)); }}")
 
 
 def _same(got, want) -> bool:

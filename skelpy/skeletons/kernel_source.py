@@ -79,8 +79,10 @@ class SourceBuilder:
         return self
 
     def part(self, text: str, *, muscles: Iterable = ()) -> SourceBuilder:
-        """Any text; ``muscles`` are the translated muscles it contains (for fp64)."""
-        self._parts.append(text)
+        """Any text (none: nothing); ``muscles`` are the translated muscles it contains (for
+        fp64)."""
+        if text:
+            self._parts.append(text)
         for tm in muscles:
             self._fp64 = self._fp64 or bool(tm.uses_fp64)
         return self

@@ -21,7 +21,7 @@ Buffers over the device's largest allocation are refused before allocating
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,32 +84,44 @@ def one_of(name: str, values: Sequence) -> Rule:
                 lambda p: f"{name}={p[name]!r} is not one of {list(values)}")
 
 
-def check_forced(space: ParamSpace, legality: Legality, forced: Mapping, origin: str,
-                 device_name: str) -> None:
-    """Raise :class:`ParameterError` for a forced point no legal point keeps, naming the limit
-    it breaks; malformed names and values are reported as the space words them."""
+def first_broken(limits: Iterable[tuple[Callable[[], bool], Callable[[], str]]]
+                 ) -> tuple[int, str] | None:
+    """The first of ``(breaks, says)`` limits that breaks, as (its position, what it says),
+    or None: the form of :meth:`Legality.first_broken` for limits computed lazily from one
+    point (a pass's or a fused tile's)."""
+    for i, (bad, says) in enumerate(limits):
+        if bad():
+            return i, says()
+    return None
+
+
+def check_forced(space: ParamSpace, broken: Callable[[Mapping], tuple[int, str] | None],
+                 forced: Mapping, origin: str, device_name: str, *,
+                 free: Sequence[str] | None = None, shown: Mapping | None = None) -> dict:
+    """The legal point a forced point completes to (``space``'s nearest), or a
+    :class:`ParameterError` naming the limit it breaks where no legal point keeps it:
+    malformed names and values as the space words them; otherwise, of the completions of the
+    open parameters (those of ``free``, default all, not forced), the one that passes the most
+    limits in ``broken``'s order (a :meth:`Legality.first_broken`) shows the reason.
+    ``shown``: the params as the user gave them."""
     try:
-        space.normalise(forced, check_legal=False)
+        base = space.normalise(forced, check_legal=False)
     except ParameterError as exc:
         raise ParameterError(f"{origin}: {exc}") from None
     try:
-        space.normalise(forced)
-        return
+        return space.normalise(forced)
     except ParameterError:
         pass
-    # Of the completions of the open parameters, the one that passes the most rules (in
-    # order) before breaking one shows the reason.
-    free = [p for p in space.params if p.name not in forced]
+    open_ = [p for p in space.params
+             if (free is None or p.name in free) and p.name not in forced]
     best: tuple[int, str] | None = None
-    for values in itertools.product(*(p.values for p in free)):
-        cand = {**space.default, **forced, **dict(zip((p.name for p in free), values,
-                                                      strict=True))}
-        broken = legality.first_broken(cand)
-        if broken is not None and (best is None or broken[0] > best[0]):
-            best = broken
+    for values in itertools.product(*(p.values for p in open_)):
+        b = broken(dict(base, **dict(zip((p.name for p in open_), values, strict=True))))
+        if b is not None and (best is None or b[0] > best[0]):
+            best = b
     reason = best[1] if best else "no legal point keeps these values"
-    raise ParameterError(f"{origin}: launch parameters {dict(forced)} are not legal on "
-                         f"{device_name}: {reason}")
+    raise ParameterError(f"{origin}: launch parameters {dict(shown or forced)} are not legal "
+                         f"on {device_name}: {reason}")
 
 
 def check_iterations(origin: str, iterations) -> int:

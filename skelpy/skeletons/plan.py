@@ -146,7 +146,7 @@ class Plan:
     def check_forced(self, rt: _rt.Runtime, forced: Mapping) -> None:
         """Refuse forced parameters that break a limit, naming it (see limits.check_forced)."""
         space, rules = self._space_and_rules(rt)
-        check_forced(space, rules, forced, self.origin, rt.device.name)
+        check_forced(space, rules.first_broken, forced, self.origin, rt.device.name)
 
     def check_device(self, rt: _rt.Runtime) -> None:
         """Raise DeviceError when the kernel needs fp64 and the device has none."""

@@ -77,10 +77,9 @@ from .fold_muscle import (
     arithmetic_kind,
     check_neutral,
     dtype_argument,
+    fold_combine,
     fold_dtype,
     muscle_is_commutative,
-    nan_combine,
-    propagates_nan_in_folds,
 )
 from .kernel_source import SourceBuilder
 from .plan import feature_dict
@@ -355,11 +354,9 @@ class _Reduction(Skeleton):
         red_tm = self.muscle.specialise((Scalar(acc), Scalar(acc)), c_name="skp_reduce")
         ordered = not self._is_commutative(acc)
         mode = "flat" if axis is None else f"axis{axis}"
-        combine = "skp_reduce"
-        source.muscle(red_tm)
-        if acc.kind == "f" and not self.muscle.is_c and propagates_nan_in_folds(self._reduce_fn):
-            source.part(nan_combine(c_type(acc), "skp_reduce"))
-            combine = "skp_nan_first"
+        combine, nan_first = fold_combine(acc, None if self.muscle.is_c else self._reduce_fn,
+                                          "skp_reduce")
+        source.muscle(red_tm).part(nan_first)
         built = (source
                  .header([
                      f"#define SKP_ACC {c_type(acc)}",

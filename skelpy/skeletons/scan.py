@@ -72,9 +72,8 @@ from .fold_muscle import (
     arithmetic_kind,
     check_neutral,
     dtype_argument,
+    fold_combine,
     fold_dtype,
-    nan_combine,
-    propagates_nan_in_folds,
 )
 from .kernel_source import SourceBuilder
 from .limits import Legality, Rule, at_least, check_output
@@ -361,11 +360,9 @@ class Scan(Skeleton):
                     f"(({storage_c_type(in_dt)})skp_map({', '.join(call)}))))"]
             builder = SourceBuilder("scan").muscle(map_tm).data(
                 *(k.data_dtype for k in inputs))
-        combine = "skp_scan_op"
-        builder.muscle(tm)
-        if acc.kind == "f" and not self.muscle.is_c and propagates_nan_in_folds(self._fn):
-            builder.part(nan_combine(c_type(acc), "skp_scan_op"))
-            combine = "skp_nan_first"
+        combine, nan_first = fold_combine(acc, None if self.muscle.is_c else self._fn,
+                                          "skp_scan_op")
+        builder.muscle(tm).part(nan_first)
         source = (builder
                   .header([
                       f"#define SKP_ACC {c_type(acc)}",

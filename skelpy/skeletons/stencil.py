@@ -50,7 +50,7 @@ from .arguments import ScalarArg, classify_extra
 from .base import Skeleton, checked_signature
 from .check_buffer import DEBUG_PARAM
 from .kernel_source import SourceBuilder
-from .limits import check_iterations, check_output
+from .limits import check_forced, check_iterations, check_output
 from .plan import feature_dict
 from .stencil_launch import BoundStencil, merge_launches, place, repeat_launcher
 from .stencil_plan import MatrixExtra, StencilPlan, VectorExtra, nb_extra, nb_input, tile_bytes
@@ -64,7 +64,7 @@ from .stencil_shape import (
     resolve_shape,
     table_entry,
 )
-from .stencil_stream_tile import TILE_NAMES, check_forced
+from .stencil_stream_tile import TILE_NAMES
 
 __all__ = ["Shape", "Stencil", "StencilSequence", "BORDERS", "tile_bytes"]
 
@@ -289,9 +289,8 @@ class Stencil(Skeleton):
             raise self._error(ParameterError, f"params {forced}: this stencil cannot run "
                               f"several steps per pass ({tplan}); leave t out or use t=1")
         rt = _rt.current()
-        point = check_forced(tplan.space(rt), forced,
-                             lambda p: None if int(p["t"]) == 1 else tplan.broken(p, rt.device),
-                             TILE_NAMES, self.origin, rt.device.name)
+        point = check_forced(tplan.space(rt), lambda p: tplan.broken_pass(p, rt.device), forced,
+                             self.origin, rt.device.name, free=TILE_NAMES)
         return (f"/* temporal blocking: {int(point['t'])} steps per pass, {self.origin} */\n"
                 + tplan.program_text(rt, point, *src.shape))
 

@@ -29,6 +29,7 @@ from ..dtypes import c_type, storage_c_type, storage_dtype
 from ..muscle import Accessor, Muscle, Scalar, TypedMuscle, global_array
 from ..tuner.space import Param, ParamSpace
 from .kernel_source import SourceBuilder
+from .limits import first_broken
 
 __all__ = ["FusedStage", "FusedPlan", "Unsupported", "NAMES", "STAGED"]
 
@@ -280,7 +281,7 @@ class FusedPlan:
         wc, wr = int(point["fu_wc"]), int(point["fu_wr"])
         items = dev.max_work_item_sizes
         hn, hs, gw, ge = self.halo[0]
-        limits = (
+        return first_broken((
             (lambda: min(wc, wr, int(point["fu_cr"]), int(point["fu_cc"])) < 1,
              lambda: "fu_wc, fu_wr, fu_cr and fu_cc must be at least 1"),
             (lambda: int(point.get("fu_flat", 1)) not in FLAT_VALUES,
@@ -297,11 +298,7 @@ class FusedPlan:
             (lambda: self.local_bytes(point) > dev.local_mem_size - LOCAL_RESERVE,
              lambda: f"the tile's levels need {self.local_bytes(point)} bytes of local memory, "
                      f"over the device's {dev.local_mem_size} less {LOCAL_RESERVE}"),
-        )
-        for i, (bad, says) in enumerate(limits):
-            if bad():
-                return i, says()
-        return None
+        ))
 
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_FU_WC={int(point['fu_wc'])}", f"-DSKP_FU_WR={int(point['fu_wr'])}",

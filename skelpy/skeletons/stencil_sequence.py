@@ -35,12 +35,12 @@ from . import stencil_fused as _fused
 from . import stencil_stream as _stream
 from .arguments import ScalarArg
 from .base import checked_signature
-from .limits import check_iterations, check_output
+from .limits import check_forced, check_iterations, check_output
 from .stencil_decision import DecisionPlans
 from .stencil_launch import BoundStencil, merge_launches, place
 from .stencil_plan import MatrixExtra, VectorExtra
 from .stencil_shape import cval_literal
-from .stencil_stream_tile import TILE_NAMES, check_forced
+from .stencil_stream_tile import TILE_NAMES
 
 __all__ = ["StencilSequence", "NAMES"]
 
@@ -278,9 +278,8 @@ class StencilSequence:
         if point is not None:
             free = _fused.NAMES[1:] if int(point.get("fuse", 0)) == 1 else TILE_NAMES
             # completed once here (the tuner takes the whole point as it is)
-            point = check_forced(plans.space(rt), point,
-                                         lambda p: plans.broken(p, rt.device), free,
-                                         self.origin, rt.device.name, shown=forced)
+            point = check_forced(plans.space(rt), lambda p: plans.broken(p, rt.device), point,
+                                 self.origin, rt.device.name, free=free, shown=forced)
         return tuner.TuningRequest(
             skeleton="stencil", kernel_key=plans.kernel_key, device=rt.device,
             space=plans.space(rt), features=plans.features,

@@ -3,7 +3,8 @@
 :class:`StreamTile` is the part of :class:`.stencil_stream.StreamPlan` that knows a pass's tile
 from its launch parameters: the overlap columns its stages consume, the local memory of its
 rings, the values a work-item holds, the limits a legal tile keeps (each named, so that a
-forced tile no legal point keeps is refused with the limit it breaks: :func:`check_forced`),
+forced tile no legal point keeps is refused with the limit it breaks:
+``limits.check_forced``),
 the tuner's parameters and a GPU's first guess. It reads the plan's ``infos`` (per stage:
 reach, overlap columns, ring rows, held rows), ``n_stages``, ``levels``, ``cycles``,
 ``mixed``, ``itemsize`` and ``period``.
@@ -11,15 +12,14 @@ reach, overlap columns, ring rows, held rows), ``n_stages``, ``levels``, ``cycle
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from .. import runtime as _rt
-from ..errors import ParameterError
 from ..tuner.space import Param
+from .limits import first_broken
 
 __all__ = ["LOCAL_RESERVE", "MAX_PERIOD", "MAX_REGS", "MAX_T", "MAX_VEC_BYTES", "StreamTile",
-           "TILE_NAMES", "check_forced"]
+           "TILE_NAMES"]
 
 TILE_NAMES = ("tb_wc", "tb_wr", "tb_rows", "tb_vec", "tb_ring", "tb_unroll", "tb_pre")
 
@@ -33,34 +33,6 @@ MAX_T = 16                    # stages per pass
 MAX_PERIOD = 24               # longest walk unrolled by the rings' period
 MAX_REGS = 160                # values a work-item may hold (estimate; beyond it, spills)
 LOCAL_RESERVE = 256           # bytes of local memory left for the implementation
-
-
-def check_forced(space, forced: Mapping, broken: Callable[[Mapping], tuple[int, str] | None],
-                 free: Sequence[str], origin: str, device_name: str,
-                 shown: Mapping | None = None) -> dict:
-    """The legal point a forced point of a pass or a sequence completes to (``space``'s
-    nearest), or a ParameterError naming the limit it breaks where no legal point keeps it,
-    as ``limits.check_forced`` does for single steps: of the completions of the ``free``
-    parameters that were not forced, the one that passes the most limits (in ``broken``'s
-    order) shows the reason. ``shown``: the params as the user gave them."""
-    try:
-        base = space.normalise(forced, check_legal=False)
-    except ParameterError as exc:
-        raise ParameterError(f"{origin}: {exc}") from None
-    try:
-        return space.normalise(forced)
-    except ParameterError:
-        pass
-    open_ = [p for p in space.params if p.name in free and p.name not in forced]
-    best: tuple[int, str] | None = None
-    for values in itertools.product(*(p.values for p in open_)):
-        cand = dict(base, **dict(zip((p.name for p in open_), values, strict=True)))
-        b = broken(cand)
-        if b is not None and (best is None or b[0] > best[0]):
-            best = b
-    reason = best[1] if best else "no legal point keeps these values"
-    raise ParameterError(f"{origin}: launch parameters {dict(shown or forced)} are not legal "
-                         f"on {device_name}: {reason}")
 
 
 class StreamTile:
@@ -110,7 +82,7 @@ class StreamTile:
         t, wc, wr = int(point["t"]), int(point["tb_wc"]), int(point["tb_wr"])
         v, ring, unroll = int(point["tb_vec"]), int(point["tb_ring"]), int(point["tb_unroll"])
         items = dev.max_work_item_sizes
-        limits = (
+        return first_broken((
             (lambda: t < 1 or t > MAX_T,
              lambda: f"t={t} is outside 1..{MAX_T} (MAX_T, stages per pass)"),
             (lambda: min(wc, wr, int(point["tb_rows"]), v, int(point["tb_pre"])) < 1,
@@ -155,11 +127,7 @@ class StreamTile:
             (lambda: self.local_bytes(point) > dev.local_mem_size - LOCAL_RESERVE,
              lambda: f"the rings need {self.local_bytes(point)} bytes of local memory, over "
                      f"the device's {dev.local_mem_size} less {LOCAL_RESERVE}"),
-        )
-        for i, (bad, says) in enumerate(limits):
-            if bad():
-                return i, says()
-        return None
+        ))
 
     def tile_params(self, rt: _rt.Runtime, t_values: Sequence[int]) -> list[Param]:
         """The tuner's parameters of a pass on ``rt``'s device (``t`` among ``t_values``)."""

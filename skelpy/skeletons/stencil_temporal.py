@@ -19,8 +19,9 @@ from ..containers import Matrix, empty_like_shape
 from ..errors import ParameterError
 from ..muscle import Muscle, TypedMuscle
 from ..tuner.space import ParamSpace
+from .limits import check_forced
 from .stencil_stream import Extra, Stage, StreamPlan, Unsupported
-from .stencil_stream_tile import TILE_NAMES, check_forced
+from .stencil_stream_tile import TILE_NAMES
 
 __all__ = ["Extra", "NAMES", "SINGLE_ABOVE", "T_VALUES", "TemporalPlan", "Unsupported",
            "iterate", "plan", "single_first", "space"]
@@ -50,6 +51,11 @@ class TemporalPlan(StreamPlan):
         self._spaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # single steps are the default on GPUs too (see single_first below)
         self.single_first = single_first
+
+    def broken_pass(self, p: Mapping, dev) -> tuple[int, str] | None:
+        """The first limit point ``p`` breaks on ``dev`` (``t = 1``, single steps, breaks
+        none: the tile parameters do not apply)."""
+        return None if int(p["t"]) == 1 else self.broken(p, dev)
 
     def space(self, rt: _rt.Runtime) -> ParamSpace:
         """The passes the tuner chooses among on ``rt``'s device (cached per runtime)."""
@@ -132,9 +138,8 @@ def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | 
         return out, events
 
     if forced:      # completed once here (the tuner takes the whole point as it is)
-        forced = check_forced(space(plan, rt), forced,
-                              lambda p: None if int(p["t"]) == 1 else plan.broken(p, rt.device),
-                              TILE_NAMES, origin, rt.device.name)
+        forced = check_forced(space(plan, rt), lambda p: plan.broken_pass(p, rt.device),
+                              forced, origin, rt.device.name, free=TILE_NAMES)
     req = tuner.TuningRequest(
         skeleton="stencil", kernel_key=plan.kernel_key, device=rt.device,
         space=space(plan, rt), features=plan.features,

@@ -6,29 +6,14 @@ Not collected by the normal test run (the file name does not start with test_)."
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
+from group_cases import GROUP, group  # noqa: F401  (the group fixture, autouse)
 
 import skelpy as sk
 
-GROUP = "cpu:*"
 DISTS = ["single", "block", "copy", sk.Overlap(0), sk.Overlap(1), sk.Overlap(3)]
 ADD = lambda a, b: a + b  # noqa: E731
-
-
-@pytest.fixture(scope="module", autouse=True)
-def group():
-    devs = sk.devices()
-    expect = int(os.environ.get("SKELPY_EXPECT_DEVICES", "0"))
-    if expect:
-        assert len(devs) == expect, f"POCL_DEVICES gave {len(devs)} devices, not {expect}"
-    elif len(devs) < 2:
-        pytest.skip("one OpenCL device only")
-    sk.use(GROUP)
-    yield
-    sk.use(GROUP)
 
 
 @pytest.mark.parametrize("rows", [0, 1, 2, 4])
