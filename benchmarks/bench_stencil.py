@@ -492,12 +492,14 @@ SWEEP_GOL_GPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=0, vec=v)
 # ``--sweep-set vector``: a short list of vector-path points, the whole sweep on GPUs where one
 # run must stay short (the Game of Life acceptance run: uint8 and int32 at 8192^2 and 16384^2).
 # ``vec`` counts 4-byte words (stencil_plan.vector_columns): vec=4 is a uchar16 per row for
-# uint8 and an int4 for int32; points whose window is too large for a dtype are skipped.
+# uint8 and an int4 for int32, vec=8 (32 bytes) only for packed one-byte plans; points whose
+# window is too large or that a dtype's plan does not take are skipped.
 SWEEP_VECTOR_GPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=1, local=0, vec=v)
                     for (r, c), cr, v in (((16, 16), 2, 4), ((16, 16), 1, 4), ((8, 32), 2, 4),
                                           ((4, 64), 2, 4), ((16, 16), 4, 2), ((8, 32), 4, 2),
                                           ((4, 64), 2, 2), ((4, 32), 2, 2), ((4, 64), 4, 4),
-                                          ((4, 32), 2, 4), ((8, 32), 1, 4), ((2, 128), 2, 4))]
+                                          ((4, 32), 2, 4), ((8, 32), 1, 4), ((2, 128), 2, 4),
+                                          ((4, 32), 4, 8), ((2, 32), 4, 8), ((2, 64), 4, 8))]
 #: --cases names that stand for several cases
 CASE_GROUPS = {"game_of_life": ("game_of_life", "game_of_life_int32")}
 SWEEP_CPU = [dict(wg_r=r, wg_c=c, cr=cr, cc=cc, local=0, vec=1)

@@ -3,7 +3,7 @@
 the oclgrind simulator: bit for bit against NumPy, no invalid access, at sizes smaller than a
 work-item's window and not multiples of it (the interior work-items' vector loads, aligned and
 unaligned rows, and the wrap of the work-items at the border, within and next to interior
-ones in one group)."""
+ones in one group; packed edge groups' halo words in mirror and reflect)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,18 @@ SCRIPT = textwrap.dedent('''
                 got = st(g, params=p).to_numpy()
                 assert got.dtype == dt and np.array_equal(got, want), (dt, shape, p)
                 checked += 1
+    # packed edge groups make halo words from a row's end words (byte reversals): mirror and
+    # reflect, rows of whole vectors
+    for border in ("mirror", "reflect"):
+        st = sk.Stencil(life, shape=1, border=border, out_dtype=np.uint8)
+        g = (rng.random((5, 48)) < 0.4).astype(np.uint8)
+        mode = "symmetric" if border == "reflect" else "reflect"
+        p = np.pad(g.astype(np.int64), 1, mode=mode)
+        n = sum(p[i:i + 5, j:j + 48] for i in range(3) for j in range(3)) - g
+        want = ((n == 3) | ((n == 2) & (g == 1))).astype(np.uint8)
+        got = st(g, params=points[np.uint8][0]).to_numpy()
+        assert np.array_equal(got, want), border
+        checked += 1
     print("LIFE-OCLGRIND-OK", checked)
 ''')
 

@@ -23,6 +23,7 @@ HEAVY = os.environ.get("SKELPY_HEAVY") == "1"
 # vec counts 4-byte words: 8 and 16 uint8 columns per work-item (2 and 4 packed words)
 PACKED = {"local": 0, "wg_r": 2, "wg_c": 4, "cr": 2, "cc": 1, "vec": 2}
 PACKED4 = {"local": 0, "wg_r": 1, "wg_c": 4, "cr": 2, "cc": 1, "vec": 4}
+PACKED8 = {"local": 0, "wg_r": 2, "wg_c": 2, "cr": 4, "cc": 1, "vec": 8}    # 32 columns
 SCALAR = {"local": 0, "wg_r": 2, "wg_c": 8, "cr": 1, "cc": 1, "vec": 1}
 WIDE = sk.Shape(north=1, south=1, east=4, west=4)         # the packed form's widest reach
 SIZES = [(1, 4), (6, 12), (13, 40), (5, 37), (3, 64)]      # (5, 37): rows not whole words
@@ -139,6 +140,28 @@ def test_signed_bool_out_and_wide_reach():
                               numpy_eval(branchy_ref, g, "nearest")), shape
 
 
+# Edge groups whose rows are whole vectors of at least two words make a halo word beyond the
+# first or last column from the row's end words (stencil.cl: SKP_PACKED_EDGE_WORDS) and fold
+# rows whole: every mode, the widest reach (4 columns: the whole halo word is read), two rows
+# of reach over one- and two-row matrices (folded twice), and the narrowest rows (8 columns).
+EDGE_WORD_SIZES = [(1, 8), (2, 16), (3, 8), (7, 48), (4, 64), (9, 96)]
+
+
+@pytest.mark.parametrize("border", ["constant", "nearest", "wrap", "reflect", "mirror"])
+def test_edge_words_every_mode(border):
+    rng = np.random.default_rng(11)
+    wide_ = sk.Stencil(wide, shape=WIDE, border=border, cval=77, out_dtype=np.uint8)
+    mix = sk.Stencil(signed_mix, shape=2, border=border, cval=-3, out_dtype=np.bool_)
+    for shape in EDGE_WORD_SIZES:
+        g = _grid(rng, shape, np.uint8)
+        want = numpy_eval(wide, g, border, 77)
+        for point in (PACKED, PACKED4, PACKED8):
+            assert np.array_equal(wide_(g, params=point).to_numpy(), want), (shape, point)
+        g8 = _grid(rng, shape, np.int8)
+        assert np.array_equal(mix(g8, params=PACKED).to_numpy(),
+                              numpy_eval(signed_mix, g8, border, -3, np.bool_)), shape
+
+
 def test_iterations():
     rng = np.random.default_rng(3)
     g = _grid(rng, (20, 48), np.uint8)
@@ -238,13 +261,24 @@ def test_iterations_default_to_packed_single_steps():
         assert st_.temporal_plan(bound, m).single_first is packed
 
 
-def test_packed_plans_default_to_four_words_on_every_device():
-    """The vector path is the packed one: its default takes 4 words (16 cells) per row of a
-    work-item, on CPUs too (where vec is otherwise not tuned)."""
+def test_packed_plans_default_to_packed_words_on_every_device():
+    """The vector path is the packed one: its default takes 8 words (32 cells) per row of a
+    work-item on GPUs and 4 on CPUs (where vec is otherwise not tuned), and a model that has
+    not measured packed kernels does not override it."""
     from skelpy import runtime
 
+    rt = runtime.current()
     g = _grid(np.random.default_rng(8), (16, 32), np.uint8)
     st_ = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)
-    space, _ = st_.bind(sk.Matrix(g), ()).plan.make_space(runtime.current())
-    assert space.default["vec"] == 4 and space.is_legal(space.default)
-    assert np.array_equal(st_(g).to_numpy(), numpy_eval(life, g))
+    plan = st_.bind(sk.Matrix(g), ()).plan
+    space, _ = plan.make_space(rt)
+    assert space.default["vec"] == (8 if rt.device.kind == "gpu" else 4)
+    assert space.is_legal(space.default) and not plan.model_known
+    g = np.ascontiguousarray(np.vstack([g, g[:7]]))   # a size no other test measures
+    with sk.tuning("model"):
+        got = st_(g).to_numpy()
+    launch = st_.last_launch
+    assert launch.source in ("default", "cache"), launch.source
+    assert {k: int(v) for k, v in launch.params.items()} == \
+        {k: int(v) for k, v in space.default.items()}
+    assert np.array_equal(got, numpy_eval(life, g))

@@ -517,6 +517,7 @@ class _Job:
         req = tuner.TuningRequest(
             skeleton=self.skel.kind, kernel_key=plan.kernel_key, device=rt.device,
             space=plan.space(rt), features=plan.features, origin=self.skel.origin,
+            model_known=plan.model_known,
             dataset={"n": float(self.rows * self.cols), "rows": float(self.rows),
                      "cols": float(self.cols), "dtype_size": float(plan.in_dtype.itemsize)})
         point, _source = tuner.choose_params(req)

@@ -65,6 +65,11 @@ class Plan:
         """The translated muscle the extra arguments are passed to."""
         return self.muscles[0]
 
+    @property
+    def model_known(self) -> bool:
+        """Whether the tuner's model has measured kernels of this kind (TuningRequest)."""
+        return True
+
     # -- what subclasses say -------------------------------------------------------------------
     def macros(self, point: Mapping) -> tuple[str, ...]:
         """The ``-D`` options of a launch point."""

@@ -263,7 +263,8 @@ class Stencil(Skeleton):
                     lambda dt: cval_literal(self.cval, dt), big=src.size + 1 >= _INT_LIMIT,
                     out_dtype=self.out_dtype if out_dtype is None else out_dtype,
                     polish=_unroll_hints,
-                    single_first=_temporal.single_first(bound.plan.features, bound.plan.packed))
+                    single_first=_temporal.single_first(bound.plan.features, bound.plan.packed),
+                    model_known=bound.plan.model_known)
             except _temporal.Unsupported as exc:
                 tplan = str(exc)
             cache[key] = (bound.plan, tplan)      # the plan kept alive keeps its id unique

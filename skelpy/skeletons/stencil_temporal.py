@@ -45,12 +45,14 @@ _SINGLE = {"t": 1, "tb_wc": 64, "tb_wr": 1, "tb_rows": 128, "tb_vec": 1, "tb_rin
 class TemporalPlan(StreamPlan):
     """The streaming plan of one stencil repeated, with the tuner's space of its passes."""
 
-    def __init__(self, *args, single_first: bool = False, **kwargs):
+    def __init__(self, *args, single_first: bool = False, model_known: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         # per runtime (weakly, as the kernels: see StreamPlan)
         self._spaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # single steps are the default on GPUs too (see single_first below)
         self.single_first = single_first
+        # False for a packed stencil: the model has not measured its single steps (t = 1)
+        self.model_known = model_known
 
     def broken_pass(self, p: Mapping, dev) -> tuple[int, str] | None:
         """The first limit point ``p`` breaks on ``dev`` (``t = 1``, single steps, breaks
@@ -94,13 +96,14 @@ def single_first(features: Mapping[str, float], packed: bool) -> bool:
 def plan(muscle: Muscle, dtype, extras: Sequence[Extra], reach: tuple[int, int, int, int],
          border: str, cval_literal: Callable, *, big: bool = False, out_dtype=None,
          polish: Callable[[TypedMuscle], str] | None = None,
-         single_first: bool = False) -> TemporalPlan:
+         single_first: bool = False, model_known: bool = True) -> TemporalPlan:
     """The plan of one stencil repeated (raises Unsupported where it cannot stream);
     ``single_first``: single steps are the default on every device (the tuner and ``params``
-    may still choose passes)."""
+    may still choose passes); ``model_known``: False where the tuner's model has not measured
+    the single step (a packed one): the space's default comes first until measured."""
     return TemporalPlan([Stage(muscle, reach, border, cval_literal)], dtype, extras, big=big,
                         out_dtype=out_dtype, polish=polish, max_reach=MAX_REACH,
-                        single_first=single_first)
+                        single_first=single_first, model_known=model_known)
 
 
 def space(plan: TemporalPlan, rt: _rt.Runtime) -> ParamSpace:
@@ -145,7 +148,8 @@ def iterate(plan: TemporalPlan, src: Matrix, iterations: int, forced: Mapping | 
         space=space(plan, rt), features=plan.features,
         dataset={"n": float(rows * cols), "rows": float(rows), "cols": float(cols),
                  "dtype_size": float(plan.itemsize), "iterations": float(iterations)},
-        forced=dict(forced) if forced else None, run=run, origin=origin)
+        forced=dict(forced) if forced else None, run=run, origin=origin,
+        model_known=plan.model_known)
     try:
         outcome = tuner.execute(req)
     except ParameterError as exc:

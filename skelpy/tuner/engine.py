@@ -313,6 +313,8 @@ class Call:
         still predicts: among the points where the parameters it never saw keep their
         default value, which is the kernel its training data measured."""
         req = self.req
+        if not req.model_known:
+            return None
         try:
             dm = mgr.get(req.device.key)
         except Exception:  # noqa: BLE001

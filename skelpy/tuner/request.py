@@ -36,6 +36,11 @@ class TuningRequest:
     # calls it a chunk at a time; it may build them in parallel or as one program). Optional:
     # without it, run() builds each point when first launched.
     prepare: Callable[[list[Point]], None] | None = None
+    # False where the model has never measured kernels of this kind (packed one-byte stencils,
+    # muscle/packed.py: no feature tells them apart): the space's default is taken until the
+    # store has measurements (on the H200 the model's pick for packed Life ran at 71% of copy
+    # at 16384^2 where the default ran at 87%).
+    model_known: bool = True
 
 
 @dataclass
