@@ -283,6 +283,12 @@ def test_packed_default_vector_divides_the_rows():
             out = st_(g).to_numpy()
         assert int(st_.last_launch.params["vec"]) == want, (cols, st_.last_launch.params)
         assert np.array_equal(out, numpy_eval(life, g)), cols
+    # one log2 bucket, two scenarios: a decision for whole 32-byte rows is not reused for rows
+    # of 8-byte vectors (nor the other way round)
+    for cols, want in ((128, min(top, 8)), (124, 2), (128, min(top, 8))):
+        g = _grid(np.random.default_rng(cols), (5, cols), np.uint8)
+        st_(g)
+        assert int(st_.last_launch.params["vec"]) == want, (cols, st_.last_launch.params)
     int_plan = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.int32).bind(
         sk.Matrix(np.zeros((8, 64), np.int32)), ()).plan
     assert int_plan.default_for(rt, {"rows": 8.0, "cols": 40.0}) is None

@@ -152,6 +152,7 @@ class Skeleton:
         forced = self._check_params_arg(params)
         if forced is not None:
             plan.check_forced(rt, forced)
+        dataset = plan.tuning_dataset(dataset)
         req = tuner.TuningRequest(
             skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
             space=plan.space(rt), dataset=dataset, features=plan.features, forced=forced,
@@ -218,6 +219,7 @@ class Skeleton:
                    run: Callable) -> tuner.Outcome:
         if params is not None:
             plan.check_forced(rt, params)
+        dataset = plan.tuning_dataset(dataset)
         req = tuner.TuningRequest(
             skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
             space=plan.space(rt), dataset=dataset, features=plan.features,

@@ -75,6 +75,11 @@ class Plan:
         space's default)."""
         return None
 
+    def tuning_dataset(self, dataset: dict) -> dict:
+        """The data description the tuner keys scenarios by: ``dataset`` and whatever else
+        :meth:`default_for` depends on (sizes alone are bucketed by log2)."""
+        return dataset
+
     # -- what subclasses say -------------------------------------------------------------------
     def macros(self, point: Mapping) -> tuple[str, ...]:
         """The ``-D`` options of a launch point."""

@@ -135,6 +135,17 @@ class StencilPlan(Plan):
         d["vec"] = vec
         return d if space.is_legal(d) else None
 
+    def tuning_dataset(self, dataset: dict) -> dict:
+        """Packed plans: how many bytes (up to 32) divide the rows, so that 8192 x 8192 and
+        8192 x 8190, one log2 bucket, are different scenarios (see :meth:`default_for`)."""
+        if not self.packed:
+            return dataset
+        cols = int(dataset.get("cols", 0))
+        align = 32
+        while align > 1 and cols % align:
+            align //= 2
+        return dict(dataset, col_align=float(align))
+
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_LOCAL={int(point['local'])}", f"-DSKP_CR={int(point['cr'])}",
                 f"-DSKP_CC={int(point['cc'])}",
