@@ -387,7 +387,9 @@ def extra_kernel_params(extras: Sequence, tm, first_param: int, prefix: str = "e
 
 def extra_kernel_args(extras: Sequence, values: Sequence, tm, first_param: int, rt,
                       origin: str = ""):
-    """The kernel argument values matching :func:`extra_kernel_params`."""
+    """The kernel argument values matching :func:`extra_kernel_params` (Python ints computed
+    from Python-int extras checked first, as NumPy would: ``TypedMuscle.check_python_ints``)."""
+    tm.check_python_ints({first_param + k: v for k, v in enumerate(values)})
     out = []
     for k, (ex, v) in enumerate(zip(extras, values, strict=True)):
         if isinstance(ex, ScalarArg):

@@ -343,6 +343,8 @@ class Stencil(Skeleton):
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans.setdefault(sig, self._make_plan(src.dtype, descs, odt, big))
+        # Python ints computed from Python-int extras, checked as NumPy would (host_ints.py)
+        plan.muscle.check_python_ints({k + 1: v for k, v in enumerate(values)})
         rt = _rt.fixed()
         if rt is not None:              # in auto mode: checked on the device chosen
             plan.check_device(rt)
