@@ -44,7 +44,7 @@ from .arguments import (
     input_muscle_kinds,
     scalar_converter,
 )
-from .base import Skeleton, check_same_shape, checked_signature
+from .base import Skeleton, check_same_shape, checked_signature, constructor
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .kernel_source import SourceBuilder
 from .limits import MAX_COARSEN, Legality, Rule, at_least, at_most, check_output, one_of
@@ -472,8 +472,11 @@ class Map(_Elementwise):
     kind = "map"
     n_inputs = 1
 
+    @constructor
     def __init__(self, f, *, out_dtype=None):
         super().__init__(f, out_dtype=out_dtype)
+        self._check_param_count(self.muscle, 1, False,
+                                "the element, then one per extra argument")
 
 
 class Zip(_Elementwise):
@@ -482,8 +485,11 @@ class Zip(_Elementwise):
     kind = "zip"
     n_inputs = 2
 
+    @constructor
     def __init__(self, f, *, out_dtype=None):
         super().__init__(f, out_dtype=out_dtype)
+        self._check_param_count(self.muscle, 2, False,
+                                "the elements of x and y, then one per extra argument")
 
 
 class ZipN(_Elementwise):
