@@ -314,6 +314,7 @@ class AllPairs(Skeleton):
         acc = plan.out_dtype
         check_output(self.origin, (n, m), acc, rt)
         if n == 0 or m == 0:
+            self._check_forced_on_empty(plan, forced, rt)
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None)
             return empty_like_shape((n, m), acc, rt)
         with self._naming_errors():

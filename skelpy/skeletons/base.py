@@ -232,6 +232,16 @@ class Skeleton:
     def _error(self, cls, message: str) -> SkelpyError:
         return cls(f"{self.origin}: {message}")
 
+    def _check_forced_on_empty(self, plan: Plan, forced: Mapping | None, rt) -> None:
+        """An empty input runs no kernel, yet the forced params are checked as for any size
+        (names and values; legality depends on the size): a misspelt name, accepted silently
+        on an empty input, was an error on the next non-empty one."""
+        if forced:
+            try:
+                plan.space(rt).normalise(forced, check_legal=False)
+            except ParameterError as exc:
+                raise self._error(ParameterError, str(exc)) from None
+
     def _dtype_arg(self, dtype, what: str = "out_dtype") -> np.dtype:
         return check_dtype(dtype, f"{self.origin}: {what}")
 

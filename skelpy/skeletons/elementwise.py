@@ -192,6 +192,7 @@ class _Elementwise(Skeleton):
         check_output(self.origin, out_shape, plan.out_dtype, rt)
         out = empty_like_shape(out_shape, plan.out_dtype, rt)
         if n == 0:
+            self._check_forced_on_empty(plan, forced, rt)
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
             return out
 

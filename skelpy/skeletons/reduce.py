@@ -245,6 +245,7 @@ class _Reduction(Skeleton):
         acc = plan.out_dtype
         st = storage_dtype(acc)
         if n == 0:
+            self._check_forced_on_empty(plan, forced, rt)
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
             if on_device:
                 return Vector(np.asarray([ident], st).view(acc))

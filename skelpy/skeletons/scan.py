@@ -260,6 +260,7 @@ class Scan(Skeleton):
             self._neutral_checked.add(acc)
         check_output(self.origin, c.shape, acc, rt)
         if n == 0:
+            self._check_forced_on_empty(plan, forced, rt)
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
             return empty_like_shape(c.shape, acc, rt)
         checks = None

@@ -67,6 +67,7 @@ class BoundStencil:
         plan, skel = self.plan, self.skel
         rows, cols = self.shape
         if rows * cols == 0:
+            skel._check_forced_on_empty(plan, forced, rt)
             dst.mark_device_written()
             launches.append(_rt.Launch(skel.kind, {}, (0, 0), None, source="empty"))
             return

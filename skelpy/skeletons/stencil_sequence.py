@@ -262,6 +262,10 @@ class StencilSequence:
         it can only run staged (a str)."""
         if src.size == 0:
             return "an empty matrix"
+        return self._plans_any_size(src, extras, iterations)
+
+    def _plans_any_size(self, src: Matrix, extras: Sequence, iterations: int):
+        """:meth:`decision_plans` without the rule that an empty matrix runs staged."""
         fplan, splan = self.fused_plan(src, extras), self.stream_plan(src, extras)
         out = fplan.out_dtype if not isinstance(fplan, str) else (
             splan.out_dtype if not isinstance(splan, str) else None)
@@ -291,8 +295,10 @@ class StencilSequence:
     def _run_fused(self, src, extras, iterations, forced, rt, choice):
         """The call through the tuner's staged, fused or streamed decision; None where only
         staged is possible and nothing forces another (the caller runs the stages)."""
-        plans = self.decision_plans(src, extras, iterations)
         want = int(forced.get("fuse", 0)) if forced is not None else 0
+        if want and src.size == 0:
+            return self._forced_empty(src, extras, iterations, forced, want, rt)
+        plans = self.decision_plans(src, extras, iterations)
         if isinstance(plans, str) or (want == 1 and plans.fused is None) \
                 or (want == 2 and plans.stream is None):
             if want:
@@ -353,6 +359,31 @@ class StencilSequence:
         self.last_launch = launch
         self.last_launches = [launch]
         return outcome.result
+
+    def _forced_empty(self, src, extras, iterations, forced, want: int, rt) -> Matrix:
+        """A call forced fused or streamed on an empty matrix: the point is checked as for any
+        size (one illegal there is an error here too), and the result is empty, of the
+        sequence's dtype, as staged; no kernel runs."""
+        plans = self._plans_any_size(src, extras, iterations)
+        if isinstance(plans, str) or (want == 1 and plans.fused is None) \
+                or (want == 2 and plans.stream is None):
+            why = plans if isinstance(plans, str) else (
+                self.fused_plan(src, extras) if want == 1 else self.stream_plan(src, extras))
+            how = "fused" if want == 1 else "streamed"
+            raise ParameterError(f"{self.origin}: params {dict(forced)}: this sequence "
+                                 f"cannot run {how} ({why}); use fuse=0 or leave it out")
+        point = self._request(plans, src, iterations, forced, rt).forced
+        self._bind_all(src, extras)
+        check_output(self.origin, src.shape, plans.out_dtype, rt)
+        out = empty_like_shape(src.shape, plans.out_dtype, rt)
+        launch = _rt.Launch(self.kind, dict(point), (0, 0), None, source="none")
+        launch.iterations = iterations
+        launch.fused = True
+        launch.streamed = want == 2
+        launch.decision = dict(point)
+        self.last_launch = launch
+        self.last_launches = [launch]
+        return out
 
     def _run_streamed(self, splan, point, src, bounds, iterations, rt, note):
         """``iterations`` runs of the sequence as streaming passes of one cycle each."""
