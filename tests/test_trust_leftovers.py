@@ -297,3 +297,20 @@ def test_one_by_one_through_every_forced_path(sequence):
             ref = want if iterations == 1 else sequence(
                 m, params={"fuse": 0}, iterations=2).to_numpy()
             np.testing.assert_array_equal(got, ref)
+
+
+def test_source_shows_what_a_forced_call_runs(sequence):
+    """``source`` with a forced form: the program of that form on an empty matrix too (it
+    showed the staged programs), and the call's error where the form does not exist (it
+    showed the staged programs of a sequence that cannot fuse)."""
+    empty = sk.Matrix(np.zeros((0, 5), np.int16))
+    assert sequence.source(empty, params={"fuse": 1}).startswith("/* fused: 2 stages")
+    assert sequence.source(empty, params={"fuse": 2}).startswith("/* streamed: 2 stages")
+    assert sequence.source(empty, params={"fuse": 0}).startswith("/* stage 0")
+    wrap = sk.Stencil(lambda nb: nb[0, 1] - nb[0, -1], shape=1, border="wrap")
+    mixed = sequence >> wrap
+    with pytest.raises(sk.ParameterError, match="cannot run fused") as call:
+        mixed(sk.Matrix(np.zeros((4, 5), np.int16)), params={"fuse": 1})
+    with pytest.raises(sk.ParameterError, match="cannot run fused") as shown:
+        mixed.source(sk.Matrix(np.zeros((4, 5), np.int16)), params={"fuse": 1})
+    assert str(shown.value) == str(call.value)
