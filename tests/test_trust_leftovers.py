@@ -109,6 +109,14 @@ def test_locals_and_branches_the_host_follows():
                  lambda s=s, t=t: shifted(x, s, t))
 
 
+def test_conditional_expressions_and_calls_the_host_follows():
+    x = X[np.uint8]
+    g = lambda x, s: x + (abs(s) // 8 if s < 2000 else max(s - 3990, -1))  # noqa: E731
+    f = sk.Map(g)
+    for s in [4000, 3000, -4000, 1000, -100, 2100, 4300]:
+        _compare(lambda s=s: f(sk.Vector(x), s).to_numpy(), lambda s=s: g(x, s))
+
+
 def test_python_errors_and_the_64_bit_limit():
     x = X[np.uint8]
     div_f = lambda x, s: x + s // (s - 7)           # noqa: E731

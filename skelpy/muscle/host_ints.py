@@ -17,12 +17,12 @@ as Python does, before anything runs, and raises what NumPy (or Python) raises:
   OverflowError, as for a constant (``weak._builtin_minmax``).
 
 Values the host does not know are left as they are: those computed from the data
-(``x8 + int(y)``), in loops, in ``a if c else b`` and the right of ``and``/``or``, in
-branches whose test depends on the data (an ``if`` comparing Python-int extras is followed on
-the host) and after one that may return, in called functions, and values passed through
-calls (``abs(s)``, ``int(s)``, ``min(s, 9)``). The walk in ``weak.py`` records which weak-int
-expressions meet which type (:attr:`~.weak.WeakTypes.int_sites`); this module keeps the ones
-the host can decide.
+(``x8 + int(y)``), in loops, in the right of ``and``/``or``, in branches whose test depends
+on the data (an ``if`` or ``a if c else b`` comparing Python-int extras is followed on the
+host) and after one that may return, in called functions, and values passed through calls
+other than ``abs``, ``min`` and ``max`` (``int(s)``, ``np.int64(s)``). The walk in
+``weak.py`` records which weak-int expressions meet which type
+(:attr:`~.weak.WeakTypes.int_sites`); this module keeps the ones the host can decide.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import DTypeOverflowError, DTypeValueError, DTypeZeroDivisionError
 from .dtyping import INT64, fits
-from .typed import NO_CONST, TypedBody
+from .typed import NO_CONST, FunctionCall, TypedBody
 
 _BIG = 1 << 200           # beyond every C type: larger values are clamped to it (no huge ints)
 _RETURN = object()        # the step of a ``return``
@@ -259,16 +259,37 @@ class _Builder:
                 self.steps.append((n.id, None))
 
     def expr(self, node) -> None:
-        """The sites of ``node`` that every evaluation of it reaches, inner first."""
-        for n in _reached(node):
-            dtype = self.sites.get(n)
-            if dtype is None:
-                continue
+        """The steps of ``node``'s sites, inner first: those every evaluation reaches, and
+        those in the branch of ``a if c else b`` that the host's test takes; none in the
+        operands after the first of ``and``/``or`` or comparisons after a chain's first."""
+        self.steps.extend(self._expr_steps(node))
+
+    def _expr_steps(self, n) -> list:
+        if n is None or isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                                       ast.GeneratorExp)):
+            return []
+        out: list = []
+        if isinstance(n, ast.IfExp):
+            out += self._expr_steps(n.test)
+            test = self.truth(n.test)
+            if test is not None:
+                out.append((test, tuple(self._expr_steps(n.body)),
+                            tuple(self._expr_steps(n.orelse))))
+        elif isinstance(n, ast.BoolOp):
+            out += self._expr_steps(n.values[0])
+        elif isinstance(n, ast.Compare):
+            out += self._expr_steps(n.left) + self._expr_steps(n.comparators[0])
+        else:
+            for child in ast.iter_child_nodes(n):
+                if isinstance(child, ast.expr):
+                    out += self._expr_steps(child)
+        dtype = self.sites.get(n)
+        if dtype is not None:
             value = self.value(n)
             if value is not None:
-                site = IntSite(dtype, self.body.function.where(n), ast.unparse(n))
-                self.steps.append((site, value))
+                out.append((IntSite(dtype, self.body.function.where(n), ast.unparse(n)), value))
                 self.any_site = True
+        return out
 
     def value(self, node) -> Value | None:
         """``node``'s value from the environment as a function (Python semantics), or None
@@ -301,6 +322,28 @@ class _Builder:
                 r = op(a, b)
                 return None if r is None else _clamp(r)
             return binop
+        if isinstance(node, ast.IfExp) and t.kind == "i":
+            test, then, orelse = (self.truth(node.test), self.value(node.body),
+                                  self.value(node.orelse))
+            if test is None or then is None or orelse is None:
+                return None
+
+            def ifexp(env):
+                taken = test(env)
+                return None if taken is None else (then if taken else orelse)(env)
+            return ifexp
+        meaning = note.meaning
+        if isinstance(meaning, FunctionCall) and t.kind == "i" and not node.keywords \
+                and meaning.spec.canonical in _CALLS:
+            fn = _CALLS[meaning.spec.canonical]
+            args = [self.value(a) for a in node.args]
+            if None in args:
+                return None
+
+            def call(env):
+                vals = [a(env) for a in args]
+                return None if None in vals else fn(*vals)
+            return call
         if isinstance(node, ast.UnaryOp) and t.kind == "i":
             op = _UNARY.get(type(node.op))
             inner = self.value(node.operand)
@@ -351,6 +394,7 @@ class _Builder:
         return None if value is None else lambda env: _not(_not(value(env)))
 
 
+_CALLS: dict[str, Callable] = {"abs": abs, "pymin": min, "pymax": max}
 _COMPARE: dict[type, Callable] = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
                                   ast.GtE: operator.ge, ast.Eq: operator.eq,
                                   ast.NotEq: operator.ne}
@@ -358,31 +402,3 @@ _COMPARE: dict[type, Callable] = {ast.Lt: operator.lt, ast.LtE: operator.le, ast
 
 def _not(v):
     return None if v is None else not v
-
-
-def _reached(node) -> list:
-    """The expressions inside ``node`` (itself included) that every evaluation of it
-    evaluates, children before parents: not the branches of ``a if c else b``, nor the
-    operands after the first of ``and``/``or``, nor comparisons after the first of a chain."""
-    out: list = []
-
-    def visit(n) -> None:
-        if isinstance(n, ast.IfExp):
-            visit(n.test)
-        elif isinstance(n, ast.BoolOp):
-            visit(n.values[0])
-        elif isinstance(n, ast.Compare):
-            visit(n.left)
-            visit(n.comparators[0])
-        elif isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
-                            ast.GeneratorExp)):
-            return
-        else:
-            for child in ast.iter_child_nodes(n):
-                if isinstance(child, ast.expr):
-                    visit(child)
-        out.append(n)
-
-    if node is not None:
-        visit(node)
-    return out
