@@ -117,6 +117,35 @@ def test_conditional_expressions_and_calls_the_host_follows():
         _compare(lambda s=s: f(sk.Vector(x), s).to_numpy(), lambda s=s: g(x, s))
 
 
+def _quarter(x, k):
+    return x + k // 4
+
+
+def test_called_functions_check_what_the_host_passes():
+    """A called Python function's checks run with the arguments the host knows (``s - 3000``
+    computed first), naming the function's own line."""
+    x = X[np.uint8]
+    g = lambda x, s: _quarter(x, s - 3000)             # noqa: E731
+    f = sk.Map(g)
+    for s in [4000, 40, 3500, 4100]:
+        _compare(lambda s=s: f(sk.Vector(x), s).to_numpy(), lambda s=s: g(x, s))
+    line = inspect.getsourcelines(_quarter)[1] + 1
+    with pytest.raises(OverflowError, match=rf"test_trust_leftovers\.py:{line} \(_quarter\)"):
+        f(sk.Vector(x), 40)
+
+
+def test_deferred_calls_are_checked_when_made():
+    """``sk.lazy()``: the fused kernel calls the muscle as a helper; the call checks."""
+    x = sk.Vector(X[np.uint8])
+    with sk.lazy():
+        ok = MAP(x, 400) * 2
+        with pytest.raises(OverflowError, match="`s // 4` with s=4000"):
+            MAP(x, 4000)
+        with pytest.raises(OverflowError, match="`s` with s=4000"):
+            sk.Map(lambda x, s: x + s)(x, 4000)
+    np.testing.assert_array_equal(ok.to_numpy(), (X[np.uint8] + 100) * 2)
+
+
 def test_python_errors_and_the_64_bit_limit():
     x = X[np.uint8]
     div_f = lambda x, s: x + s // (s - 7)           # noqa: E731

@@ -19,10 +19,11 @@ as Python does, before anything runs, and raises what NumPy (or Python) raises:
 Values the host does not know are left as they are: those computed from the data
 (``x8 + int(y)``), in loops, in the right of ``and``/``or``, in branches whose test depends
 on the data (an ``if`` or ``a if c else b`` comparing Python-int extras is followed on the
-host) and after one that may return, in called functions, and values passed through calls
-other than ``abs``, ``min`` and ``max`` (``int(s)``, ``np.int64(s)``). The walk in
-``weak.py`` records which weak-int expressions meet which type
-(:attr:`~.weak.WeakTypes.int_sites`); this module keeps the ones the host can decide.
+host) and after one that may return, and values passed through calls other than ``abs``,
+``min`` and ``max`` (``int(s)``, ``np.int64(s)``). A called Python function has checks of its
+own, run with the arguments the host knows. The walk in ``weak.py`` records which weak-int
+expressions meet which type (:attr:`~.weak.WeakTypes.int_sites`) and which helper each call
+runs (``int_calls``); this module keeps what the host can decide.
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ class IntSite:
 
 
 @dataclass(frozen=True)
+class _Call:
+    """The step of a call of a helper function: its checks (run with the arguments the host
+    knows, by parameter index)."""
+
+    checks: IntChecks
+
+
+@dataclass(frozen=True)
 class IntChecks:
     """What a call checks: the steps in the order Python runs them, a step being a local
     assigned ``(name, value)``, a site checked ``(site, value)``, a branch ``(test, then,
@@ -115,6 +124,9 @@ def _run(steps, env: dict) -> bool:
             env[what] = _safe(step[1], env)
         elif isinstance(what, IntSite):
             _check_site(what, step[1], env)
+        elif isinstance(what, _Call):
+            args = {j: _safe(v, env) for j, v in step[1]}
+            what.checks.check({j: v for j, v in args.items() if v is not None})
         else:                                     # a branch decided on the host
             taken = _safe(what, env)
             if taken is None:
@@ -159,9 +171,11 @@ def _shown(env: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in env.items() if v is not None) or "no extras"
 
 
-def int_checks(body: TypedBody, sites: Mapping[ast.AST, np.dtype]) -> IntChecks | None:
+def int_checks(body: TypedBody, sites: Mapping[ast.AST, np.dtype],
+               calls: Mapping[ast.AST, object] = {}) -> IntChecks | None:   # noqa: B006
     """The checks of ``body``'s weak-int ``sites`` (node -> the dtype its value must fit)
-    that the host can decide, or None when there are none."""
+    that the host can decide, or None when there are none; ``calls`` maps each call of a
+    helper function to its TypedMuscle (whose checks run with the arguments the host knows)."""
     params = []
     for name, index in body.scope.scalar_params.items():
         t = body.param_types.get(name)
@@ -169,7 +183,7 @@ def int_checks(body: TypedBody, sites: Mapping[ast.AST, np.dtype]) -> IntChecks 
             params.append((index, name))
     if not params or not sites:
         return None
-    builder = _Builder(body, sites)
+    builder = _Builder(body, sites, calls)
     steps = builder.block(body.function.body)
     if not builder.any_site:
         return None
@@ -181,9 +195,11 @@ class _Builder:
     (inner before outer); a branch whose test the host can compute is followed at each call,
     and nothing after a branch that may return (or one it cannot follow) is checked."""
 
-    def __init__(self, body: TypedBody, sites: Mapping[ast.AST, np.dtype]):
+    def __init__(self, body: TypedBody, sites: Mapping[ast.AST, np.dtype],
+                 calls: Mapping[ast.AST, object]):
         self.body = body
         self.sites = sites
+        self.calls = calls
         self.any_site = False
 
     def block(self, stmts) -> tuple:
@@ -283,6 +299,14 @@ class _Builder:
             for child in ast.iter_child_nodes(n):
                 if isinstance(child, ast.expr):
                     out += self._expr_steps(child)
+        helper = self.calls.get(n)
+        checks = getattr(helper, "int_checks", None)
+        if checks is not None:                     # the helper's checks, with its arguments
+            args = tuple((j, v) for j, v in enumerate(self.value(a) for a in n.args)
+                         if v is not None)
+            if args:
+                out.append((_Call(checks), args))
+                self.any_site = True
         dtype = self.sites.get(n)
         if dtype is not None:
             value = self.value(n)

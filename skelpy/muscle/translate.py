@@ -38,5 +38,5 @@ def translate(body: TypedBody, out_override: np.dtype | None, c_name: str,
                               renamed)
     emitted = emit_body(body, weak, names, c_name, out_dtype, checks)
     tm = assemble(body, emitted, incoming, analyse(body))
-    tm.int_checks = int_checks(body, weak.int_sites)
+    tm.int_checks = int_checks(body, weak.int_sites, weak.int_calls)
     return tm

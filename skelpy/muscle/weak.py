@@ -93,8 +93,10 @@ class WeakTypes:
         self.return_dtype = return_dtype
         self.resolved: dict[str, np.dtype | None] = {}
         self.helper_names: dict[tuple, str] = {}
-        # each weak-int expression -> the dtype its value must fit (host_ints.py)
+        # each weak-int expression -> the dtype its value must fit; each call of a helper ->
+        # its TypedMuscle (host_ints.py)
         self.int_sites: dict[ast.AST, np.dtype] = {}
+        self.int_calls: dict[ast.AST, TypedMuscle] = {}
 
     # -- storage types ---------------------------------------------------------------------
 
@@ -282,7 +284,7 @@ def resolve_weak(body: TypedBody, c_name: str, return_dtype: np.dtype,
         walk = _ContextWalk(wt)
         walk.block(body.function.body)
         new = wt.resolution(walk.contexts)
-        wt.int_sites = walk.int_sites
+        wt.int_sites, wt.int_calls = walk.int_sites, walk.int_calls
         if new == wt.resolved:
             break
         wt.resolved = new
@@ -502,6 +504,7 @@ class _ContextWalk:
         self.wt = wt
         self.contexts: dict[str, set] = {}
         self.int_sites: dict[ast.AST, np.dtype] = {}
+        self.int_calls: dict[ast.AST, TypedMuscle] = {}
 
     def expr(self, node, mat, strict: bool = False) -> None:
         """Walk ``node`` computed in context ``mat``; ``strict``: its parent is an operation
@@ -522,7 +525,10 @@ class _ContextWalk:
         if isinstance(meaning, ArrayItem) and meaning.array.elem.weak and mat is not None:
             self.contexts.setdefault("@" + meaning.array.key, set()).add(mat)
         strict = _raises_out_of_bounds(node, note)
-        for o in operands(wt, node, mat).items:
+        ops = operands(wt, node, mat)
+        if ops.helper is not None:
+            self.int_calls[node] = ops.helper.typed
+        for o in ops.items:
             self.expr(o.node, o.context, strict)
         if (isinstance(meaning, FunctionCall) and meaning.spec.canonical in ("pymin", "pymax")
                 and not note.ty.weak and note.ty.dtype.kind in "iu"):

@@ -151,8 +151,13 @@ class _Elementwise(Skeleton):
 
     def result_dtype(self, *args) -> np.dtype:
         """The dtype a call with these arguments returns; the arguments are checked (and the
-        muscle specialised) as a call does, so errors are the call's. Nothing runs."""
-        return self._signature(args, None)[0].out_dtype
+        muscle specialised) as a call does, so errors are the call's. Nothing runs. (A
+        deferred call, ``sk.lazy()``, is checked here: its kernel calls the muscle as a helper,
+        whose Python ints computed from the extras are not checked there.)"""
+        plan, _inputs, _shape, _descs, values = self._signature(args, None)
+        plan.muscle.check_python_ints({plan.n_muscle_inputs + k: v
+                                       for k, v in enumerate(values)})
+        return plan.out_dtype
 
     def _signature(self, args, out_dtype):
         """Classify a call's arguments: (plan, inputs, shape, extra kinds, extra values)."""
