@@ -515,8 +515,10 @@ class _ContextWalk:
             wt.literal_dtype(node, note.const, note.ty, mat)
             return
         if note.ty.weak and note.ty.kind == "i":    # a Python int computed in long
-            self.int_sites[node] = mat if strict and mat is not None and mat.kind in "iu" \
-                else INT64
+            d = mat if strict and mat is not None and mat.kind in "iu" else INT64
+            if not (isinstance(node, ast.Name) and wt.body.is_direct_param(node.id)
+                    and np.can_cast(wt.param_dtype(node.id), d)):   # passed in d: checked
+                self.int_sites[node] = d
         if isinstance(node, ast.Name):
             if wt.body.var_types[node.id].weak and mat is not None:
                 self.contexts.setdefault(node.id, set()).add(mat)

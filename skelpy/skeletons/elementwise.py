@@ -35,6 +35,7 @@ from ..tuner.space import Param, ParamSpace, pow2_range
 from .arguments import (
     ArrayArg,
     ContainerInput,
+    ScalarArg,
     ViewInput,
     array_extra_dtypes,
     classify_extras,
@@ -43,6 +44,7 @@ from .arguments import (
     input_kind,
     input_muscle_kinds,
     scalar_converter,
+    scalar_value,
 )
 from .base import Skeleton, check_same_shape, checked_signature, constructor
 from .check_buffer import DEBUG_PARAM, check_buffer
@@ -154,9 +156,12 @@ class _Elementwise(Skeleton):
         muscle specialised) as a call does, so errors are the call's. Nothing runs. (A
         deferred call, ``sk.lazy()``, is checked here: its kernel calls the muscle as a helper,
         whose Python ints computed from the extras are not checked there.)"""
-        plan, _inputs, _shape, _descs, values = self._signature(args, None)
-        plan.muscle.check_python_ints({plan.n_muscle_inputs + k: v
-                                       for k, v in enumerate(values)})
+        plan, _inputs, _shape, descs, values = self._signature(args, None)
+        tm, first = plan.muscle, plan.n_muscle_inputs
+        tm.check_python_ints({first + k: v for k, v in enumerate(values)})
+        for k, (d, v) in enumerate(zip(descs, values)):
+            if isinstance(d, ScalarArg):        # passed in the type it meets: it must fit
+                scalar_value(v, tm.scalar_dtypes.get(first + k, d.dtype), self.origin)
         return plan.out_dtype
 
     def _signature(self, args, out_dtype):
