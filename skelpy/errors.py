@@ -70,6 +70,11 @@ class DTypeValueError(DTypeError, ValueError):
     integers to negative integer powers): also a DTypeError."""
 
 
+class DTypeZeroDivisionError(DTypeError, ZeroDivisionError):
+    """A Python int divided by zero in a muscle (``x8 + s // 0``): Python's
+    ZeroDivisionError, also a DTypeError."""
+
+
 def dtype_error_like(exc: BaseException) -> type[DTypeError]:
     """The DTypeError subclass that is also the builtin class of NumPy's error ``exc`` (so
     code catching NumPy's OverflowError or ValueError catches skelpy's)."""

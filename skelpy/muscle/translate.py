@@ -4,7 +4,8 @@ The passes, in order (each in its own module, each reading what the previous one
 
 1. ``inference.py`` types the body for the parameter kinds (done once per kinds, by
    :class:`~.muscle.Muscle`, and handed in here as a :class:`~.typed.TypedBody`);
-2. ``weak.py`` resolves the C type of every weak (Python) value for this output dtype;
+2. ``weak.py`` resolves the C type of every weak (Python) value for this output dtype
+   (``host_ints.py`` keeps the Python ints computed from extras that a call checks);
 3. ``cnames.py`` names every parameter and local in C;
 4. ``emit.py`` writes the statements as C, once;
 5. ``access.py`` finds what the accessor parameters read (for stencil shapes);
@@ -19,6 +20,7 @@ from .access import analyse
 from .assemble import assemble
 from .cnames import c_names
 from .emit import emit_body
+from .host_ints import int_checks
 from .inference import result_dtypes
 from .typed import TypedBody
 from .typed_muscle import TypedMuscle
@@ -35,4 +37,6 @@ def translate(body: TypedBody, out_override: np.dtype | None, c_name: str,
     names, incoming = c_names(c_name, body.function.param_names, body.kinds, body.var_types,
                               renamed)
     emitted = emit_body(body, weak, names, c_name, out_dtype, checks)
-    return assemble(body, emitted, incoming, analyse(body))
+    tm = assemble(body, emitted, incoming, analyse(body))
+    tm.int_checks = int_checks(body, weak.int_sites, weak.int_calls)
+    return tm

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..dtypes import c_type
+from .host_ints import IntChecks
 from .params import scalar_arguments
 
 
@@ -62,6 +63,13 @@ class TypedMuscle:
     constant_loops: tuple[ConstantLoop, ...] = ()
     read_sites: dict[int, tuple[ReadSite, ...]] = field(default_factory=dict)
     checked: bool = False             # takes the check buffer first (see checks.py)
+    int_checks: IntChecks | None = None   # Python ints computed from extras (host_ints.py)
+
+    def check_python_ints(self, values: Mapping[int, object]) -> None:
+        """Raise as NumPy would where a Python int computed from the Python-int extras
+        ``values`` (by parameter index) does not fit the type it meets (host_ints.py)."""
+        if self.int_checks is not None:
+            self.int_checks.check(values)
 
     @property
     def out_c_type(self) -> str:

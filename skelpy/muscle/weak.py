@@ -93,6 +93,10 @@ class WeakTypes:
         self.return_dtype = return_dtype
         self.resolved: dict[str, np.dtype | None] = {}
         self.helper_names: dict[tuple, str] = {}
+        # each weak-int expression -> the dtype its value must fit; each call of a helper ->
+        # its TypedMuscle (host_ints.py)
+        self.int_sites: dict[ast.AST, np.dtype] = {}
+        self.int_calls: dict[ast.AST, TypedMuscle] = {}
 
     # -- storage types ---------------------------------------------------------------------
 
@@ -280,6 +284,7 @@ def resolve_weak(body: TypedBody, c_name: str, return_dtype: np.dtype,
         walk = _ContextWalk(wt)
         walk.block(body.function.body)
         new = wt.resolution(walk.contexts)
+        wt.int_sites, wt.int_calls = walk.int_sites, walk.int_calls
         if new == wt.resolved:
             break
         wt.resolved = new
@@ -475,6 +480,22 @@ _RULES = {"BinOp": _rule_BinOp, "UnaryOp": _rule_UnaryOp, "BoolOp": _rule_BoolOp
 # -- the walk that collects contexts ----------------------------------------------------------
 
 
+def _raises_out_of_bounds(node, note) -> bool:
+    """Whether NumPy raises where a Python-int operand of ``node`` does not fit the integer
+    type it meets: arithmetic on NumPy values (operators and ufuncs) and casts do; ``where``,
+    builtin ``min``/``max``, comparisons (exact in NumPy 2) and assignments do not."""
+    if note.ty.weak:
+        return False
+    meaning = note.meaning
+    if isinstance(node, ast.BinOp):
+        return True
+    if isinstance(meaning, FunctionCall):
+        return meaning.operator is not None or isinstance(meaning.rule, Loop)
+    if isinstance(meaning, CastCall):
+        return meaning.cast.dtype is not None and meaning.cast.dtype.kind in "iu"
+    return False
+
+
 class _ContextWalk:
     """One pass over the body with the current resolution: the contexts every weak variable
     meets (and the errors a constant gives in its context)."""
@@ -482,13 +503,22 @@ class _ContextWalk:
     def __init__(self, wt: WeakTypes):
         self.wt = wt
         self.contexts: dict[str, set] = {}
+        self.int_sites: dict[ast.AST, np.dtype] = {}
+        self.int_calls: dict[ast.AST, TypedMuscle] = {}
 
-    def expr(self, node, mat) -> None:
+    def expr(self, node, mat, strict: bool = False) -> None:
+        """Walk ``node`` computed in context ``mat``; ``strict``: its parent is an operation
+        on NumPy integers that raises, as NumPy does, where a Python int does not fit."""
         wt = self.wt
         note = wt.body.notes[node]
         if note.const is not NO_CONST:
             wt.literal_dtype(node, note.const, note.ty, mat)
             return
+        if note.ty.weak and note.ty.kind == "i":    # a Python int computed in long
+            d = mat if strict and mat is not None and mat.kind in "iu" else INT64
+            if not (isinstance(node, ast.Name) and wt.body.is_direct_param(node.id)
+                    and np.can_cast(wt.param_dtype(node.id), d)):   # passed in d: checked
+                self.int_sites[node] = d
         if isinstance(node, ast.Name):
             if wt.body.var_types[node.id].weak and mat is not None:
                 self.contexts.setdefault(node.id, set()).add(mat)
@@ -496,8 +526,18 @@ class _ContextWalk:
         meaning = note.meaning
         if isinstance(meaning, ArrayItem) and meaning.array.elem.weak and mat is not None:
             self.contexts.setdefault("@" + meaning.array.key, set()).add(mat)
-        for o in operands(wt, node, mat).items:
-            self.expr(o.node, o.context)
+        strict = _raises_out_of_bounds(node, note)
+        ops = operands(wt, node, mat)
+        if ops.helper is not None:
+            self.int_calls[node] = ops.helper.typed
+        for o in ops.items:
+            self.expr(o.node, o.context, strict)
+        if (isinstance(meaning, FunctionCall) and meaning.spec.canonical in ("pymin", "pymax")
+                and not note.ty.weak and note.ty.dtype.kind in "iu"):
+            for a in node.args:    # the Python int chosen is written in the result's type
+                t = wt.body.notes[a]
+                if t.ty.weak and t.ty.kind == "i" and t.const is NO_CONST:
+                    self.int_sites[a] = note.ty.dtype
 
     def operand(self, o: Operand) -> None:
         self.expr(o.node, o.context)

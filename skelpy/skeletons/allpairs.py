@@ -55,7 +55,7 @@ from .arguments import (
     input_kind,
     input_muscle_kinds,
 )
-from .base import Skeleton, checked_signature
+from .base import Skeleton, checked_signature, constructor
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import check_identity, device_options, identity_value, local_budget
 from .fold_muscle import arithmetic_kind, check_neutral
@@ -250,6 +250,7 @@ class AllPairs(Skeleton):
 
     kind = "allpairs"
 
+    @constructor
     def __init__(self, f=None, *, zip=None, reduce=None, identity=0,  # noqa: A002
                  out_dtype=None):
         generic = f is not None
@@ -262,6 +263,15 @@ class AllPairs(Skeleton):
         self.generic = generic
         self.zip_muscle = None if generic else (zip if isinstance(zip, Muscle) else Muscle(zip))
         super().__init__(f if generic else reduce, out_dtype=out_dtype)
+        if generic:
+            self._check_param_count(self.muscle, 2, False,
+                                    "the rows of A and B, then one per extra argument", "f muscle")
+        else:
+            self._check_param_count(self.zip_muscle, 2, False, "the elements of a row of A and "
+                                    "of B, then one per extra argument", "zip muscle")
+            self._check_param_count(self.muscle, 2, True,
+                                    "the value reduced so far and the next product",
+                                    "reduce muscle")
         self.identity = None if generic else check_identity(identity, self.origin)
         # a reduce muscle that computes a + b gets compensated k-chunks (allpairs.cl)
         self._adds = not generic and arithmetic_kind(reduce) == "add"
@@ -304,6 +314,7 @@ class AllPairs(Skeleton):
         acc = plan.out_dtype
         check_output(self.origin, (n, m), acc, rt)
         if n == 0 or m == 0:
+            self._check_forced_on_empty(plan, forced, rt)
             self.last_launch = _rt.Launch(self.kind, {}, (0, 0), None)
             return empty_like_shape((n, m), acc, rt)
         with self._naming_errors():

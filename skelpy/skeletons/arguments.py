@@ -22,7 +22,7 @@ from ..containers import Container, IndexMatrix, IndexSpace, IndexVector, as_con
 from ..containers.index_spaces import IndexMatrixPart, IndexVectorPart
 from ..containers.layout import is_contiguous
 from ..dtypes import c_type, check_dtype, storage_c_type
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, DTypeOverflowError, ShapeError
 from ..muscle.params import IndexPoint, Scalar, global_array
 
 _INT64 = np.dtype(np.int64)
@@ -342,8 +342,8 @@ def scalar_value(value, dtype: np.dtype, origin: str = ""):
             np.iinfo(dtype).min <= value <= np.iinfo(dtype).max):
         # a Python int meets this integer type in the muscle: NumPy raises there (NEP 50)
         where = f"{origin}: " if origin else ""
-        raise DTypeError(f"{where}Python integer {value} out of bounds for {dtype}, the type "
-                         "the muscle computes it in (as in NumPy)")
+        raise DTypeOverflowError(f"{where}Python integer {value} out of bounds for {dtype}, "
+                                 "the type the muscle computes it in (as in NumPy)")
     try:
         with np.errstate(all="ignore"):
             return np.asarray(value).astype(dtype)[()]
@@ -387,7 +387,9 @@ def extra_kernel_params(extras: Sequence, tm, first_param: int, prefix: str = "e
 
 def extra_kernel_args(extras: Sequence, values: Sequence, tm, first_param: int, rt,
                       origin: str = ""):
-    """The kernel argument values matching :func:`extra_kernel_params`."""
+    """The kernel argument values matching :func:`extra_kernel_params` (Python ints computed
+    from Python-int extras checked first, as NumPy would: ``TypedMuscle.check_python_ints``)."""
+    tm.check_python_ints({first_param + k: v for k, v in enumerate(values)})
     out = []
     for k, (ex, v) in enumerate(zip(extras, values, strict=True)):
         if isinstance(ex, ScalarArg):

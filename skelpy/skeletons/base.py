@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +34,7 @@ from ..errors import (
 )
 from ..muscle import Muscle
 from ..muscle.checks import ALL as ALL_CHECKS
+from ..muscle.source import short_path
 from .plan import Plan
 
 
@@ -59,6 +62,51 @@ def checked_signature(method: Callable) -> Callable:
     return call
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def caller_where() -> str:
+    """``file:line (function)`` of the nearest caller outside skelpy (the user's line)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+        f = f.f_back
+    if f is None:
+        return "<unknown caller>"
+    return f"{short_path(f.f_code.co_filename)}:{f.f_lineno} ({f.f_code.co_name})"
+
+
+def constructor(init: Callable) -> Callable:
+    """Make every error of a skeleton's constructor name the caller's file and line (where
+    the skeleton is built): a muscle that is no function has no line of its own, and a muscle
+    defined elsewhere is not where the misuse is. A call that does not fit the signature (a
+    missing ``identity``, an unknown keyword) becomes a :class:`CallError`. The exception
+    keeps its class and attributes; its message gets ``sk.Kind built at file:line (fn): ``
+    in front unless it names that line already."""
+    sig = inspect.signature(init)
+    kind = init.__qualname__.split(".")[0]
+
+    @functools.wraps(init)
+    def build(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except SkelpyError as exc:
+            where = caller_where()
+            message = str(exc)
+            if where.rsplit(" (", 1)[0] not in message:
+                exc.args = (f"sk.{kind} built at {where}: {message}", *exc.args[1:])
+            raise
+        except TypeError:
+            try:
+                sig.bind(self, *args, **kwargs)
+            except TypeError as wrong:
+                shown = str(sig).replace("(self, ", "(", 1)
+                raise CallError(f"sk.{kind} built at {caller_where()}: {wrong} (it takes "
+                                f"{shown})") from None
+            raise
+
+    return build
+
+
 class Skeleton:
     """Holds a muscle and the plans built from it; subclasses implement ``__call__`` and
     ``_describe`` (what a call with given arguments would build)."""
@@ -72,6 +120,16 @@ class Skeleton:
         self._pending_launch: tuple | None = None
         # plans of normal calls, and of debug mode's checked kernels (never mixed)
         self._plans_by_mode: tuple[dict[tuple, Plan], dict[tuple, Plan]] = ({}, {})
+
+    def _check_param_count(self, muscle: Muscle, least: int, exact: bool, what: str,
+                           role: str = "muscle") -> None:
+        """A muscle that cannot take this skeleton's arguments: a CallError at construction
+        (``least`` parameters, or exactly that many; ``what`` says what they receive)."""
+        n = muscle.n_params
+        if n < least or (exact and n != least):
+            want = f"exactly {least}" if exact else f"at least {least}"
+            raise CallError(f"{self.origin}: the {role} takes {n} parameter(s) but {want} "
+                            f"are needed ({what})")
 
     @property
     def _plans(self) -> dict[tuple, Plan]:
@@ -175,6 +233,16 @@ class Skeleton:
 
     def _error(self, cls, message: str) -> SkelpyError:
         return cls(f"{self.origin}: {message}")
+
+    def _check_forced_on_empty(self, plan: Plan, forced: Mapping | None, rt) -> None:
+        """An empty input runs no kernel, yet the forced params are checked as for any size
+        (names and values; legality depends on the size): a misspelt name, accepted silently
+        on an empty input, was an error on the next non-empty one."""
+        if forced:
+            try:
+                plan.space(rt).normalise(forced, check_legal=False)
+            except ParameterError as exc:
+                raise self._error(ParameterError, str(exc)) from None
 
     def _dtype_arg(self, dtype, what: str = "out_dtype") -> np.dtype:
         return check_dtype(dtype, f"{self.origin}: {what}")

@@ -35,6 +35,7 @@ from ..tuner.space import Param, ParamSpace, pow2_range
 from .arguments import (
     ArrayArg,
     ContainerInput,
+    ScalarArg,
     ViewInput,
     array_extra_dtypes,
     classify_extras,
@@ -43,8 +44,9 @@ from .arguments import (
     input_kind,
     input_muscle_kinds,
     scalar_converter,
+    scalar_value,
 )
-from .base import Skeleton, check_same_shape, checked_signature
+from .base import Skeleton, check_same_shape, checked_signature, constructor
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .kernel_source import SourceBuilder
 from .limits import MAX_COARSEN, Legality, Rule, at_least, at_most, check_output, one_of
@@ -151,8 +153,16 @@ class _Elementwise(Skeleton):
 
     def result_dtype(self, *args) -> np.dtype:
         """The dtype a call with these arguments returns; the arguments are checked (and the
-        muscle specialised) as a call does, so errors are the call's. Nothing runs."""
-        return self._signature(args, None)[0].out_dtype
+        muscle specialised) as a call does, so errors are the call's. Nothing runs. (A
+        deferred call, ``sk.lazy()``, is checked here: its kernel calls the muscle as a helper,
+        whose Python ints computed from the extras are not checked there.)"""
+        plan, _inputs, _shape, descs, values = self._signature(args, None)
+        tm, first = plan.muscle, plan.n_muscle_inputs
+        tm.check_python_ints({first + k: v for k, v in enumerate(values)})
+        for k, (d, v) in enumerate(zip(descs, values)):
+            if isinstance(d, ScalarArg):        # passed in the type it meets: it must fit
+                scalar_value(v, tm.scalar_dtypes.get(first + k, d.dtype), self.origin)
+        return plan.out_dtype
 
     def _signature(self, args, out_dtype):
         """Classify a call's arguments: (plan, inputs, shape, extra kinds, extra values)."""
@@ -192,6 +202,7 @@ class _Elementwise(Skeleton):
         check_output(self.origin, out_shape, plan.out_dtype, rt)
         out = empty_like_shape(out_shape, plan.out_dtype, rt)
         if n == 0:
+            self._check_forced_on_empty(plan, forced, rt)
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
             return out
 
@@ -238,6 +249,8 @@ class _Elementwise(Skeleton):
         It skips classification, plan and tuner look-ups and the Launch record (built on
         demand by ``last_launch``), which is most of a tiny call's overhead. Anything
         unexpected returns None and the full path runs instead."""
+        if plan.muscle.int_checks is not None:   # extras checked per call (host_ints.py)
+            return None
         n_in = self.n_inputs
         specs = []
         for k, a in enumerate(args[:n_in]):
@@ -470,8 +483,11 @@ class Map(_Elementwise):
     kind = "map"
     n_inputs = 1
 
+    @constructor
     def __init__(self, f, *, out_dtype=None):
         super().__init__(f, out_dtype=out_dtype)
+        self._check_param_count(self.muscle, 1, False,
+                                "the element, then one per extra argument")
 
 
 class Zip(_Elementwise):
@@ -480,8 +496,11 @@ class Zip(_Elementwise):
     kind = "zip"
     n_inputs = 2
 
+    @constructor
     def __init__(self, f, *, out_dtype=None):
         super().__init__(f, out_dtype=out_dtype)
+        self._check_param_count(self.muscle, 2, False,
+                                "the elements of x and y, then one per extra argument")
 
 
 class ZipN(_Elementwise):

@@ -70,7 +70,7 @@ from .arguments import (
     input_kind,
     input_muscle_kinds,
 )
-from .base import Skeleton, check_same_shape, checked_signature
+from .base import Skeleton, check_same_shape, checked_signature, constructor
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import as_scalar, check_identity, identity_value
 from .fold_muscle import (
@@ -245,6 +245,7 @@ class _Reduction(Skeleton):
         acc = plan.out_dtype
         st = storage_dtype(acc)
         if n == 0:
+            self._check_forced_on_empty(plan, forced, rt)
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
             if on_device:
                 return Vector(np.asarray([ident], st).view(acc))
@@ -398,9 +399,12 @@ class Reduce(_Reduction):
 
     kind = "reduce"
 
+    @constructor
     def __init__(self, f, identity, *, dtype=None, axis: int | None = None,
                  commutative: bool | None = None, out_dtype=None):
         super().__init__(f)
+        self._check_param_count(self.muscle, 2, True,
+                                "the value folded so far and the next element")
         self._reduce_fn = f
         self.function = f          # the muscle as given (a fused input's MapReduce folds it)
         self._setup(identity, axis, commutative, dtype, out_dtype)

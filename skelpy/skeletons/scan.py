@@ -55,7 +55,7 @@ from .arguments import (
     input_kind,
     input_muscle_kinds,
 )
-from .base import Skeleton, check_same_shape, checked_signature
+from .base import Skeleton, check_same_shape, checked_signature, constructor
 from .check_buffer import DEBUG_PARAM, check_buffer
 from .fold_common import (
     ITEMS_VALUES,
@@ -159,8 +159,11 @@ class Scan(Skeleton):
 
     kind = "scan"
 
+    @constructor
     def __init__(self, f, identity, *, inclusive: bool = False, dtype=None, out_dtype=None):
         super().__init__(f)
+        self._check_param_count(self.muscle, 2, True,
+                                "the value scanned so far and the next element")
         acc = dtype_argument(dtype, out_dtype, self.origin)
         self.out_dtype = None if acc is None else self._dtype_arg(acc, "dtype")
         self._fn = f
@@ -257,6 +260,7 @@ class Scan(Skeleton):
             self._neutral_checked.add(acc)
         check_output(self.origin, c.shape, acc, rt)
         if n == 0:
+            self._check_forced_on_empty(plan, forced, rt)
             self.last_launch = _rt.Launch(self.kind, {}, (0,), None)
             return empty_like_shape(c.shape, acc, rt)
         checks = None

@@ -47,7 +47,7 @@ from ..muscle.packed import lower as lower_packed
 from ..muscle.params import Scalar, global_array
 from . import stencil_temporal as _temporal
 from .arguments import ScalarArg, classify_extra
-from .base import Skeleton, checked_signature
+from .base import Skeleton, checked_signature, constructor
 from .check_buffer import DEBUG_PARAM
 from .kernel_source import SourceBuilder
 from .limits import check_forced, check_iterations, check_output
@@ -106,9 +106,12 @@ class Stencil(Skeleton):
         a fused sequence polishes its stages' muscles with it too)."""
         return _unroll_hints(tm)
 
+    @constructor
     def __init__(self, f, shape: int | Shape | None = None, border: str = "nearest",
                  cval: float = 0, out_dtype=None):
         super().__init__(f, out_dtype=out_dtype)
+        self._check_param_count(self.muscle, 1, False,
+                                "the neighbourhood, then one per extra argument")
         try:
             self.shape: Shape | None = None if shape is None else Shape.of(shape)
             self.border: str = border_mode(border)
@@ -343,6 +346,8 @@ class Stencil(Skeleton):
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans.setdefault(sig, self._make_plan(src.dtype, descs, odt, big))
+        # Python ints computed from Python-int extras, checked as NumPy would (host_ints.py)
+        plan.muscle.check_python_ints({k + 1: v for k, v in enumerate(values)})
         rt = _rt.fixed()
         if rt is not None:              # in auto mode: checked on the device chosen
             plan.check_device(rt)

@@ -67,6 +67,7 @@ class BoundStencil:
         plan, skel = self.plan, self.skel
         rows, cols = self.shape
         if rows * cols == 0:
+            skel._check_forced_on_empty(plan, forced, rt)
             dst.mark_device_written()
             launches.append(_rt.Launch(skel.kind, {}, (0, 0), None, source="empty"))
             return
@@ -131,9 +132,10 @@ def repeat_launcher(skel, bound: BoundStencil, m, extras, rt, stem=None):
     does not qualify; the launcher itself returns None for anything unexpected, and the
     full path runs instead (as for Map, see elementwise._Elementwise._make_fast)."""
     last = bound.last
-    if last is None or last["ticket"] is None or type(m) is not Matrix or bound.plan.checked:
-        return None
     tm = bound.plan.muscle
+    if last is None or last["ticket"] is None or type(m) is not Matrix or bound.plan.checked \
+            or tm.int_checks is not None:     # extras checked per call (host_ints.py)
+        return None
     specs = []
     for k, v in enumerate(extras):
         if isinstance(v, (Matrix, Vector)):

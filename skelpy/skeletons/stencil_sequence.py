@@ -262,6 +262,10 @@ class StencilSequence:
         it can only run staged (a str)."""
         if src.size == 0:
             return "an empty matrix"
+        return self._plans_any_size(src, extras, iterations)
+
+    def _plans_any_size(self, src: Matrix, extras: Sequence, iterations: int):
+        """:meth:`decision_plans` without the rule that an empty matrix runs staged."""
         fplan, splan = self.fused_plan(src, extras), self.stream_plan(src, extras)
         out = fplan.out_dtype if not isinstance(fplan, str) else (
             splan.out_dtype if not isinstance(splan, str) else None)
@@ -291,19 +295,12 @@ class StencilSequence:
     def _run_fused(self, src, extras, iterations, forced, rt, choice):
         """The call through the tuner's staged, fused or streamed decision; None where only
         staged is possible and nothing forces another (the caller runs the stages)."""
-        plans = self.decision_plans(src, extras, iterations)
         want = int(forced.get("fuse", 0)) if forced is not None else 0
-        if isinstance(plans, str) or (want == 1 and plans.fused is None) \
-                or (want == 2 and plans.stream is None):
-            if want:
-                why = plans if isinstance(plans, str) else (
-                    self.fused_plan(src, extras) if want == 1 else
-                    self.stream_plan(src, extras))
-                how = "fused" if want == 1 else "streamed"
-                raise ParameterError(f"{self.origin}: params {dict(forced)}: this sequence "
-                                     f"cannot run {how} ({why}); use fuse=0 or leave it out")
-            if isinstance(plans, str):
-                return None
+        if want and src.size == 0:
+            return self._forced_empty(src, extras, iterations, forced, want, rt)
+        plans = self._forced_plans(src, extras, iterations, forced)
+        if isinstance(plans, str):
+            return None
         bounds = self._bind_all(src, extras)
         rows, cols = src.shape
         note: dict = {}
@@ -354,6 +351,40 @@ class StencilSequence:
         self.last_launches = [launch]
         return outcome.result
 
+    def _forced_plans(self, src, extras, iterations, forced):
+        """:meth:`decision_plans`, where a forced fused or streamed form must exist: a
+        ParameterError saying why where it does not. An empty matrix, which otherwise runs
+        staged, has the plans of any size here (its forced point is checked as elsewhere)."""
+        want = int(forced.get("fuse", 0)) if forced is not None else 0
+        plans = (self._plans_any_size if want and src.size == 0 else self.decision_plans)(
+            src, extras, iterations)
+        if want and (isinstance(plans, str) or (want == 1 and plans.fused is None)
+                     or (want == 2 and plans.stream is None)):
+            why = plans if isinstance(plans, str) else (
+                self.fused_plan(src, extras) if want == 1 else self.stream_plan(src, extras))
+            how = "fused" if want == 1 else "streamed"
+            raise ParameterError(f"{self.origin}: params {dict(forced)}: this sequence "
+                                 f"cannot run {how} ({why}); use fuse=0 or leave it out")
+        return plans
+
+    def _forced_empty(self, src, extras, iterations, forced, want: int, rt) -> Matrix:
+        """A call forced fused or streamed on an empty matrix: the point is checked as for any
+        size (one illegal there is an error here too), and the result is empty, of the
+        sequence's dtype, as staged; no kernel runs."""
+        plans = self._forced_plans(src, extras, iterations, forced)
+        point = self._request(plans, src, iterations, forced, rt).forced
+        self._bind_all(src, extras)
+        check_output(self.origin, src.shape, plans.out_dtype, rt)
+        out = empty_like_shape(src.shape, plans.out_dtype, rt)
+        launch = _rt.Launch(self.kind, dict(point), (0, 0), None, source="none")
+        launch.iterations = iterations
+        launch.fused = True
+        launch.streamed = want == 2
+        launch.decision = dict(point)
+        self.last_launch = launch
+        self.last_launches = [launch]
+        return out
+
     def _run_streamed(self, splan, point, src, bounds, iterations, rt, note):
         """``iterations`` runs of the sequence as streaming passes of one cycle each."""
         rows, cols = src.shape
@@ -395,7 +426,7 @@ class StencilSequence:
         src = self.stages[0]._as_input(m)
         rt = _rt.current()
         if all(p is None for p in stage_params):
-            plans = self.decision_plans(src, extras)
+            plans = self._forced_plans(src, extras, 1, fused_forced)   # as a call decides
             if not isinstance(plans, str):
                 point, _source = tuner.choose_params(
                     self._request(plans, src, 1, fused_forced, rt))
