@@ -480,16 +480,32 @@ _RULES = {"BinOp": _rule_BinOp, "UnaryOp": _rule_UnaryOp, "BoolOp": _rule_BoolOp
 # -- the walk that collects contexts ----------------------------------------------------------
 
 
+def _numpy_where_raises() -> bool:
+    """Whether this NumPy's ``where`` raises for a Python int its result type cannot hold
+    (NumPy 2.5 does; 2.4 converts it as ``astype`` does, wrapping)."""
+    try:
+        np.where(np.ones(1, bool), 1000, np.zeros(1, np.uint8))
+    except OverflowError:
+        return True
+    return False
+
+
+WHERE_RAISES = _numpy_where_raises()
+
+
 def _raises_out_of_bounds(node, note) -> bool:
     """Whether NumPy raises where a Python-int operand of ``node`` does not fit the integer
-    type it meets: arithmetic on NumPy values (operators and ufuncs) and casts do; ``where``,
-    builtin ``min``/``max``, comparisons (exact in NumPy 2) and assignments do not."""
+    type it meets: arithmetic on NumPy values (operators and ufuncs) and casts do, ``where``
+    as the installed NumPy does (:data:`WHERE_RAISES`); builtin ``min``/``max``, comparisons
+    (exact in NumPy 2) and assignments do not."""
     if note.ty.weak:
         return False
     meaning = note.meaning
     if isinstance(node, ast.BinOp):
         return True
     if isinstance(meaning, FunctionCall):
+        if meaning.spec.canonical == "where":
+            return WHERE_RAISES
         return meaning.operator is not None or isinstance(meaning.rule, Loop)
     if isinstance(meaning, CastCall):
         return meaning.cast.dtype is not None and meaning.cast.dtype.kind in "iu"
