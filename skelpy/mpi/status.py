@@ -10,8 +10,8 @@ of the write. Ranks whose records differ are not doing the same thing: each rais
 :class:`~skelpy.errors.CollectiveError`, whose message (:func:`mismatch`) names what every
 rank does.
 
-Everything that changes a call's result is in the digest: a skeleton's muscles (where they
-are defined, and their code), its settings (:data:`SETTINGS`: a stencil's border, cval and
+Everything that changes a call's result is in the digest: a skeleton's muscles (their code),
+its settings (:data:`SETTINGS`: a stencil's border, cval and
 shape, a reduction's identity, an ``out_dtype``...), and the numbers among the arguments (a
 stencil's halo rows are computed by both neighbours for ``k - 1`` steps, so numbers that
 differ by rank would make the result depend on the tuned ``k``).
@@ -101,16 +101,17 @@ _MUSCLE_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _muscle_id(muscle) -> str:
-    """Where a muscle is defined and a digest of its code (two lambdas on one line differ;
-    the same function gives the same on every rank): cached per muscle."""
+    """A digest of a muscle's code, the same on every rank for the same code wherever it is
+    defined (a Python muscle: its syntax tree, no line numbers; the fused muscles of array
+    expressions are named differently by each process), so two muscles on one line differ;
+    a C muscle: where it is made. Cached per muscle."""
     try:
         return _MUSCLE_IDS[muscle]
     except (KeyError, TypeError):
         pass
-    fn = getattr(muscle, "function", None)
-    node = getattr(fn, "node", None)
-    code = ast.dump(node) if node is not None else getattr(muscle, "name", "")
-    out = f"{getattr(muscle, 'origin', repr(muscle))} {zlib.crc32(code.encode()):08x}"
+    node = getattr(getattr(muscle, "function", None), "node", None)
+    code = ast.dump(node) if node is not None else getattr(muscle, "origin", repr(muscle))
+    out = f"{zlib.crc32(code.encode()):08x}"
     with contextlib.suppress(TypeError):      # (not weakly referable: not cached)
         _MUSCLE_IDS[muscle] = out
     return out
@@ -191,7 +192,8 @@ def _dtype_name(dt) -> str:
 
 
 def _shown(item) -> str:
-    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[1], tuple):
+    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str) \
+            and isinstance(item[1], tuple):             # a container's (kind, shape, dtype)
         cls, shape, dt = item
         return f"{cls}{list(shape)}" + (f" {np.dtype(dt)}" if dt and dt[0] in "<>|=" else
                                         f" {dt}" if dt else "")

@@ -10,12 +10,16 @@ mpi_cases.py; not collected by the normal test run (the file name does not start
 
 from __future__ import annotations
 
+import faulthandler
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from mpi4py import MPI
 
 import skelpy as sk
 from skelpy import runtime
+from skelpy.containers.distributions import split
 
 COMM = MPI.COMM_WORLD
 RANK, SIZE = COMM.rank, COMM.size
@@ -231,6 +235,56 @@ def test_other_muscles_or_settings_of_one_skeleton_kind_raise_on_every_rank():
                       "out_dtype=float64")
     add = sk.Reduce(lambda a, b: a + b, identity=1 if RANK == LAST else 0)
     raised_everywhere(sk.errors.CollectiveError, lambda: add(v), "identity=0", "identity=1")
+    still_together()
+
+
+@contextmanager
+def watchdog(seconds: float = 20):
+    """A hang inside ends this rank with its traceback (mpiexec then ends the others): the
+    test fails instead of stalling the run."""
+    faulthandler.dump_traceback_later(seconds, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def test_local_numpy_of_a_pending_value_on_one_rank_needs_no_other_rank():
+    # was: the pending value was computed by a collective call on the one rank that asked,
+    # which then waited forever for the others
+    rows = 4 * SIZE + 3
+    a, b = data((rows, 5), seed=12), data((rows, 5), seed=13)
+    x = DOUBLE(sk.Matrix(a))                  # block parts on every rank
+    y = sk.Matrix(b)                          # every rank's host copy
+    e = x * 3 + y                             # elementwise: each rank has what its rows read
+    w = np.abs(sk.Vector(np.arange(rows, dtype=np.int32)) - 7)
+    shifted = x[1:] - x[:-1]                  # views (making them read x to every rank)
+    spread = DOUBLE(sk.Vector(data((5,), seed=14)))      # a Vector in blocks over the ranks
+    lo, hi = split(rows, SIZE)[RANK]
+    mine = mine_w = mine_s = None
+    with watchdog():
+        if RANK == 0:
+            mine = e.local_numpy()
+            with pytest.raises(sk.errors.CollectiveError) as info:
+                (y + spread).local_numpy()    # each row reads the whole Vector: other ranks'
+            message = str(info.value)
+            assert "local_numpy()" in message and "other ranks" in message, message
+            assert "hunt_cases.py" in message                 # the line that asked
+        if RANK == LAST:
+            mine_w = w.local_numpy()
+            mine_s = shifted.local_numpy()
+    assert e.is_pending and w.is_pending      # nothing was kept on one rank only
+    whole = e.to_numpy()
+    np.testing.assert_allclose(whole, 2 * a * 3 + b, rtol=1e-6)
+    if RANK == 0:
+        np.testing.assert_array_equal(mine, whole[lo:hi])       # the same kernel's bits
+        assert mine.shape == (hi - lo, 5) and not mine.flags.writeable
+    if RANK == LAST:
+        np.testing.assert_array_equal(mine_w, np.abs(np.arange(rows) - 7)[lo:hi])
+        slo, shi = split(rows - 1, SIZE)[RANK]
+        np.testing.assert_array_equal(mine_s, (2 * a[1:] - 2 * a[:-1])[slo:shi])
+    np.testing.assert_array_equal(e.local_numpy(), whole[lo:hi])  # every rank: the same
+    np.testing.assert_array_equal((y + spread).to_numpy(), b + spread.to_numpy())
     still_together()
 
 
