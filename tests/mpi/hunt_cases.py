@@ -260,11 +260,14 @@ def test_local_numpy_of_a_pending_value_on_one_rank_needs_no_other_rank():
     w = np.abs(sk.Vector(np.arange(rows, dtype=np.int32)) - 7)
     shifted = x[1:] - x[:-1]                  # views (making them read x to every rank)
     spread = DOUBLE(sk.Vector(data((5,), seed=14)))      # a Vector in blocks over the ranks
+    with sk.lazy():
+        deferred = sk.Map(triple)(x)          # a deferred call: pending too
     lo, hi = split(rows, SIZE)[RANK]
-    mine = mine_w = mine_s = None
+    mine = mine_w = mine_s = mine_d = None
     with watchdog():
         if RANK == 0:
             mine = e.local_numpy()
+            mine_d = deferred.local_numpy()
             with pytest.raises(sk.errors.CollectiveError) as info:
                 (y + spread).local_numpy()    # each row reads the whole Vector: other ranks'
             message = str(info.value)
@@ -279,6 +282,9 @@ def test_local_numpy_of_a_pending_value_on_one_rank_needs_no_other_rank():
     if RANK == 0:
         np.testing.assert_array_equal(mine, whole[lo:hi])       # the same kernel's bits
         assert mine.shape == (hi - lo, 5) and not mine.flags.writeable
+        np.testing.assert_array_equal(mine_d, deferred.to_numpy()[lo:hi])
+    else:
+        deferred.to_numpy()
     if RANK == LAST:
         np.testing.assert_array_equal(mine_w, np.abs(np.arange(rows) - 7)[lo:hi])
         slo, shi = split(rows - 1, SIZE)[RANK]
