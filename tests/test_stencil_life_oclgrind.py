@@ -48,16 +48,19 @@ SCRIPT = textwrap.dedent('''
                 checked += 1
     # packed edge groups make halo words from a row's end words (byte reversals): mirror and
     # reflect, rows of whole vectors
-    for border in ("mirror", "reflect"):
+    # and rows of any width from aligned words, none read past the buffer (5 x 37 bytes)
+    for border, (r, c) in (("mirror", (5, 48)), ("reflect", (5, 48)), ("mirror", (5, 37)),
+                           ("reflect", (3, 70))):
         st = sk.Stencil(life, shape=1, border=border, out_dtype=np.uint8)
-        g = (rng.random((5, 48)) < 0.4).astype(np.uint8)
+        g = (rng.random((r, c)) < 0.4).astype(np.uint8)
         mode = "symmetric" if border == "reflect" else "reflect"
         p = np.pad(g.astype(np.int64), 1, mode=mode)
-        n = sum(p[i:i + 5, j:j + 48] for i in range(3) for j in range(3)) - g
+        n = sum(p[i:i + r, j:j + c] for i in range(3) for j in range(3)) - g
         want = ((n == 3) | ((n == 2) & (g == 1))).astype(np.uint8)
-        got = st(g, params=points[np.uint8][0]).to_numpy()
-        assert np.array_equal(got, want), border
-        checked += 1
+        for point in points[np.uint8]:
+            got = st(g, params=point).to_numpy()
+            assert np.array_equal(got, want), (border, r, c, point)
+            checked += 1
     print("LIFE-OCLGRIND-OK", checked)
 ''')
 

@@ -140,11 +140,14 @@ def test_signed_bool_out_and_wide_reach():
                               numpy_eval(branchy_ref, g, "nearest")), shape
 
 
-# Edge groups whose rows are whole vectors of at least two words make a halo word beyond the
-# first or last column from the row's end words (stencil.cl: SKP_PACKED_EDGE_WORDS) and fold
-# rows whole: every mode, the widest reach (4 columns: the whole halo word is read), two rows
-# of reach over one- and two-row matrices (folded twice), and the narrowest rows (8 columns).
-EDGE_WORD_SIZES = [(1, 8), (2, 16), (3, 8), (7, 48), (4, 64), (9, 96)]
+# Edge groups read words (stencil.cl: SKP_PACKED_EDGE_PATH): rows folded whole, a halo word
+# beyond the first or last column made from the row's end words, words of rows of any width
+# funnel-shifted from aligned ones (none read past the buffer's end: rows x cols not a multiple
+# of 4 too), a word across the last column; every mode, the widest reach (4 columns: the whole
+# halo word is read), two rows of reach over one- and two-row matrices (folded twice), the
+# narrowest rows (8 columns) and narrower ones (byte by byte).
+EDGE_WORD_SIZES = [(1, 8), (2, 16), (3, 8), (7, 48), (4, 64), (9, 96), (5, 37), (4, 50),
+                   (7, 71), (3, 9), (6, 100), (2, 7), (1, 5)]
 
 
 @pytest.mark.parametrize("border", ["constant", "nearest", "wrap", "reflect", "mirror"])
@@ -259,6 +262,30 @@ def test_iterations_default_to_packed_single_steps():
         bound = st_.bind(m, ())
         assert bound.plan.packed is packed
         assert st_.temporal_plan(bound, m).single_first is packed
+
+
+def test_packed_default_vector_divides_the_rows():
+    """A packed plan's first guess takes the widest vector (up to the space's default) whose
+    columns divide the rows: whole vectors are read as such; the tuner reports it as the
+    default and the result is NumPy's."""
+    from skelpy import runtime
+
+    rt = runtime.current()
+    st_ = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)
+    plan = st_.bind(sk.Matrix(np.zeros((8, 64), np.uint8)), ()).plan
+    top = int(plan.space(rt).default["vec"])
+    for cols, widest in ((64, 8), (48, 4), (40, 2), (37, 2), (12, 2)):
+        want = min(top, widest)
+        got = plan.default_for(rt, {"rows": 9.0, "cols": float(cols)})
+        assert got is not None and int(got["vec"]) == want, (cols, got)
+        g = _grid(np.random.default_rng(cols), (9, cols), np.uint8)
+        with sk.tuning("off"):
+            out = st_(g).to_numpy()
+        assert int(st_.last_launch.params["vec"]) == want, (cols, st_.last_launch.params)
+        assert np.array_equal(out, numpy_eval(life, g)), cols
+    int_plan = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.int32).bind(
+        sk.Matrix(np.zeros((8, 64), np.int32)), ()).plan
+    assert int_plan.default_for(rt, {"rows": 8.0, "cols": 40.0}) is None
 
 
 def test_packed_plans_default_to_packed_words_on_every_device():

@@ -155,7 +155,8 @@ class Skeleton:
         req = tuner.TuningRequest(
             skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
             space=plan.space(rt), dataset=dataset, features=plan.features, forced=forced,
-            origin=self.origin, model_known=plan.model_known)
+            origin=self.origin, model_known=plan.model_known,
+            default=plan.default_for(rt, dataset))
         point, _source = tuner.choose_params(req)
         return plan.program_text(rt, point)
 
@@ -221,7 +222,8 @@ class Skeleton:
             skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
             space=plan.space(rt), dataset=dataset, features=plan.features,
             forced=params, run=run, origin=self.origin,
-            prepare=lambda points: plan.prebuild(rt, points), model_known=plan.model_known)
+            prepare=lambda points: plan.prebuild(rt, points), model_known=plan.model_known,
+            default=plan.default_for(rt, dataset))
         try:
             if DEBUG.on and plan.checked:
                 # debug kernels are slower on purpose: never measured, never in the store

@@ -70,6 +70,11 @@ class Plan:
         """Whether the tuner's model has measured kernels of this kind (TuningRequest)."""
         return True
 
+    def default_for(self, rt: _rt.Runtime, dataset: Mapping[str, float]) -> dict | None:
+        """The first guess for a call on this data where it depends on the data (None: the
+        space's default)."""
+        return None
+
     # -- what subclasses say -------------------------------------------------------------------
     def macros(self, point: Mapping) -> tuple[str, ...]:
         """The ``-D`` options of a launch point."""

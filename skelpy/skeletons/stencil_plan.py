@@ -117,6 +117,24 @@ class StencilPlan(Plan):
         """Packed kernels are new to the tuner's model: their default comes first."""
         return not self.packed
 
+    def default_for(self, rt: _rt.Runtime, dataset: Mapping[str, float]) -> dict | None:
+        """A packed plan's default with the widest vector that divides the rows (whole vectors
+        are read as such; other rows take the slower edge path in every group): on an H200,
+        Life uint8 8192 x 8100 ran in 156 us at 32 bytes per row of a work-item, 110 at 16 and
+        92 at 8 (8192 x 8192: 45 us at 32), 8192 x 8190 in 584 / 246 / 135 us (per cell:
+        161). Other plans: the space's default."""
+        if not self.packed:
+            return None
+        space = self.space(rt)
+        d = dict(space.default)
+        vec, cols = int(d["vec"]), int(dataset.get("cols", 0))
+        if vec < 2 or cols <= 0:
+            return None
+        while vec > 2 and cols % vector_columns({"vec": vec}, self.tile_itemsize):
+            vec //= 2
+        d["vec"] = vec
+        return d if space.is_legal(d) else None
+
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_LOCAL={int(point['local'])}", f"-DSKP_CR={int(point['cr'])}",
                 f"-DSKP_CC={int(point['cc'])}",

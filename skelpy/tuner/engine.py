@@ -247,8 +247,9 @@ class Call:
 
     # -- deciding ----------------------------------------------------------------------------
     def default(self) -> Point:
-        """The space's default, or the nearest legal point when it is not legal here."""
-        d = dict(self.req.space.default)
+        """The request's (or else the space's) default, or the nearest legal point when it is
+        not legal here."""
+        d = dict(self.req.default if self.req.default is not None else self.req.space.default)
         if self.req.space.is_legal(d):
             return d
         return self.fallback(d)

@@ -41,6 +41,9 @@ class TuningRequest:
     # store has measurements (on the H200 the model's pick for packed Life ran at 71% of copy
     # at 16384^2 where the default ran at 87%).
     model_known: bool = True
+    # The first guess for this call's data where it depends on the data (None: the space's
+    # default): a packed stencil's vector must divide its rows to be read as vectors.
+    default: dict | None = None
 
 
 @dataclass
