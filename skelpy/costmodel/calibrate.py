@@ -149,7 +149,7 @@ class Calibrator:
         for _ in range(REPEATS):
             ev = cl.enqueue_nd_range_kernel(self.queue, kernel, (n,), None)
             ev.wait()
-            times.append(_ev(ev))
+            times.append(_rt.event_seconds(ev))
         return min(times)
 
     def slope(self, name: str, ctype: str, make_args: Callable[[int], Sequence],
@@ -243,13 +243,14 @@ class Calibrator:
             t0 = time.perf_counter()
             e1 = cl.enqueue_nd_range_kernel(self.queue, k, (1,), None)
             e1.wait()
-            one.append(time.perf_counter() - t0 - _ev(e1))
-            body.append(_ev(e1))
+            one.append(time.perf_counter() - t0 - _rt.event_seconds(e1))
+            body.append(_rt.event_seconds(e1))
             t0 = time.perf_counter()
             e1 = cl.enqueue_nd_range_kernel(self.queue, k, (1,), None)
             e2 = cl.enqueue_nd_range_kernel(self.queue, k, (1,), None)
             e2.wait()
-            two.append(time.perf_counter() - t0 - _ev(e1) - _ev(e2))
+            two.append(time.perf_counter() - t0 - _rt.event_seconds(e1)
+                       - _rt.event_seconds(e2))
         first = max(_median(one), 0.0)
         self.kernel_fixed = _median(body)
         return Line(first, max(_median(two) - first, 0.0))
@@ -359,10 +360,6 @@ class Calibrator:
             memory=memory, ops=ops, overlap=overlap,
             seconds_taken=time.perf_counter() - t0, created=time.time(),
             extra={f"slope_{k}": v for k, v in slopes.items()} | {"quick": int(self.quick)})
-
-
-def _ev(event: cl.Event) -> float:
-    return (event.profile.end - event.profile.start) * 1e-9
 
 
 def _pow2_below(n: int) -> int:

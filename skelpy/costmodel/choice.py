@@ -21,6 +21,7 @@ from typing import Any
 
 import pyopencl as cl
 
+from ..runtime import event_seconds
 from . import decisions, tuned
 from . import history as _history
 from . import model as _model
@@ -271,11 +272,7 @@ class DeviceChoice:
 
     @property
     def kernel_measured(self) -> float:
-        total = 0.0
-        for e in self.events:
-            e.wait()
-            total += (e.profile.end - e.profile.start) * 1e-9
-        return total
+        return sum(event_seconds(e) for e in self.events)
 
     @property
     def measured(self) -> float:

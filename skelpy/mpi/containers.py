@@ -19,7 +19,8 @@ the program. Each write first compares a digest of (container, index, value) acr
 different writes, raise the same :class:`~skelpy.errors.CollectiveError` on every rank (the
 ranks that did not write raise it from their next skeleton call or collective) instead of
 leaving the ranks' copies silently different. ``local_numpy()`` is read-only: writing into it
-raises at once, on the rank that tries, and changes nothing.
+raises at once, on the rank that tries, and changes nothing. It is a read of this rank alone,
+also of a pending value (:mod:`.local_view`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..distribution.exchange import Piece
 from ..distribution.parts import allocate, layout, redistribute
 from ..dtypes import check_dtype, storage_dtype
 from ..errors import CollectiveError, ShapeError
+from .local_view import pending_rows
 from .status import HOST_WRITE
 
 __all__ = ["Collective"]
@@ -171,10 +173,13 @@ class Collective:
 
     # -- reading --------------------------------------------------------------------------------
     def local_numpy(self, c) -> np.ndarray:
-        """This rank's owned rows of ``c`` (its block when the host holds the data)."""
+        """This rank's owned rows of ``c`` (its block when the host holds the data); of a
+        pending value, computed by this rank alone (:mod:`.local_view`)."""
         group = self._group()
         me = group.rank
         s = c.storage
+        if s.pending is not None:
+            return pending_rows(c, group)
         parts = s.parts
         if parts is not None and parts.group is group:
             p = parts.parts[me]

@@ -112,6 +112,7 @@ class MPIExchange(Exchange):
         self.collectives = 0              # status collectives so far
         self._closed_at = -1              # the one that closed the current call, if any
         self._calls: list[Call] = []     # the calls this rank is in (nested), innermost last
+        self._by_itself: list[str] = []  # the sections of this rank alone (see by_itself)
         self.stats = {"moves": 0, "bytes": 0, "messages": 0}
 
     # -- failures ------------------------------------------------------------------------------
@@ -130,6 +131,8 @@ class MPIExchange(Exchange):
         the others in any status collective. ``has_value``: this rank's small value is in its
         record's value bytes (:meth:`_value_bytes`); returns every rank's record, rank order
         (:meth:`_gathered` reads the values)."""
+        if self._by_itself:
+            self._alone_error(step)
         from_worker = failure is None and self._worker_error is not None
         if from_worker:
             failure, self._worker_error = self._worker_error, None
@@ -157,6 +160,27 @@ class MPIExchange(Exchange):
             exc._skelpy_shared = True
             raise exc
         return every
+
+    @contextmanager
+    def by_itself(self, what: str):
+        """A section that this rank runs without the others (``what``, in words: the
+        operation, naming the user's line): containers built in it stay local, and a
+        collective reached in it raises :class:`~skelpy.errors.CollectiveError` at once,
+        on this rank (no other rank is there to meet it: it would wait forever)."""
+        self._by_itself.append(what)
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            self._by_itself.pop()
+
+    def _alone_error(self, step: str):
+        exc = errors.CollectiveError(
+            f"{self._by_itself[-1]} would need the other ranks ({STEPS.get(step, step)}), "
+            f"which do not take part: it is made by this rank alone")
+        exc._skelpy_shared = True             # (no status collective may announce it)
+        raise exc
 
     def _token(self, step: str, detail) -> int:
         """The digest an exchange's status record carries (:func:`.status.token`) for the

@@ -4,15 +4,25 @@ failure on one rank is raised again on the others (:func:`describe`, :func:`rebu
 
 A status record (:meth:`skelpy.mpi.exchange.MPIExchange.check`) holds ``op`` (an exchange, or
 a host write) and a 64-bit token: for an exchange, a digest of the call the rank is in (high
-half: what is called and which step of it; low half: the call's arguments and the step's
-layout); for a host write, a digest of the write. Ranks whose records differ are not doing
-the same thing: each raises the same :class:`~skelpy.errors.CollectiveError`, whose message
-(:func:`mismatch`) names what every rank does.
+half: what is called, the skeleton's class and muscles, and which step of it; low half: the
+skeleton's settings, the call's arguments and the step's layout); for a host write, a digest
+of the write. Ranks whose records differ are not doing the same thing: each raises the same
+:class:`~skelpy.errors.CollectiveError`, whose message (:func:`mismatch`) names what every
+rank does.
+
+Everything that changes a call's result is in the digest: a skeleton's muscles (their code),
+its settings (:data:`SETTINGS`: a stencil's border, cval and
+shape, a reduction's identity, an ``out_dtype``...), and the numbers among the arguments (a
+stencil's halo rows are computed by both neighbours for ``k - 1`` steps, so numbers that
+differ by rank would make the result depend on the tuned ``k``).
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
+import contextlib
+import weakref
 import zlib
 
 import numpy as np
@@ -20,8 +30,8 @@ import numpy as np
 from .. import errors
 from ..containers.distributions import Distribution
 
-__all__ = ["EXCHANGE", "HOST_WRITE", "STEPS", "Call", "token", "signature", "mismatch",
-           "describe", "rebuild"]
+__all__ = ["EXCHANGE", "HOST_WRITE", "STEPS", "SETTINGS", "Call", "token", "signature",
+           "identity", "mismatch", "describe", "rebuild"]
 
 EXCHANGE, HOST_WRITE = 0, 1    # what a rank does at a collective (see MPIExchange.check)
 # what each step of a call does, as a message names it (MPIExchange.check's ``step``)
@@ -32,19 +42,28 @@ STEPS = {"end": "ending the call", "move": "exchanging rows", "agree": "agreeing
          "objects": "comparing arguments"}
 
 
+# a skeleton's attributes that change its results, when it has them (None: not set)
+SETTINGS = ("out_dtype", "shape", "border", "cval", "identity", "axis", "inclusive",
+            "commutative", "generic", "inputs")
+MUSCLES = ("muscle", "map_muscle", "zip_muscle")
+
+
 class Call:
     """What this rank is doing: ``label`` (a skeleton, or words) over ``args``. Its digests
-    (``kind``: what is called; ``sig``: the containers' shapes and dtypes and the integer
-    arguments) go into every status record the call's steps send (:meth:`MPIExchange.check`)."""
+    (``kind``: what is called, the skeleton's class and muscles; ``sig``: its settings, the
+    containers' shapes and dtypes, the integer arguments and the numbers among the others)
+    go into every status record the call's steps send (:meth:`MPIExchange.check`)."""
 
-    __slots__ = ("label", "args", "kind", "sig")
+    __slots__ = ("label", "args", "kind", "sig", "settings")
 
     def __init__(self, label, args: tuple):
         self.label, self.args = label, args
-        name = label or "" if isinstance(label, (str, type(None))) else \
-            f"{type(label).__name__}/{getattr(label, 'kind', '')}"
+        if isinstance(label, (str, type(None))):
+            name, self.settings = label or "", ()
+        else:
+            name, self.settings = identity(label)
         self.kind = zlib.crc32(name.encode())
-        self.sig = zlib.crc32(repr(signature(args)).encode())
+        self.sig = zlib.crc32(repr((self.settings, signature(args))).encode())
 
     def describe(self) -> str:
         if self.label is None:                # a collective outside any skeleton call
@@ -52,7 +71,64 @@ class Call:
         label = self.label if isinstance(self.label, str) else \
             getattr(self.label, "origin", type(self.label).__name__)
         shown = signature(self.args)
-        return label + (" on (" + ", ".join(map(_shown, shown)) + ")" if shown else "")
+        return label + _shown_settings(self.settings) + \
+            (" on (" + ", ".join(map(_shown, shown)) + ")" if shown else "")
+
+
+def identity(skeleton) -> tuple[str, tuple]:
+    """(what is called: the class, kind and muscles of ``skeleton``; its settings, as
+    ``(name, value)`` pairs) -- a :class:`~skelpy.StencilSequence` by its stages'."""
+    stages = getattr(skeleton, "stages", None)
+    if isinstance(stages, tuple):
+        each = [identity(st) for st in stages]
+        return (f"{type(skeleton).__name__}[" + "; ".join(n for n, _ in each) + "]",
+                tuple(("stage", k + 1, st) for k, (_, st) in enumerate(each) if st))
+    muscles = ", ".join(_muscle_id(m) for a in MUSCLES
+                        if (m := getattr(skeleton, a, None)) is not None)
+    settings = []
+    for name in SETTINGS:
+        value = getattr(skeleton, name, None)
+        if value is None or isinstance(value, (dict, list)) or callable(value):
+            continue
+        if name == "cval" and getattr(skeleton, "border", "constant") != "constant":
+            continue                          # no border reads it
+        settings.append((name, np.dtype(value) if name == "out_dtype" else value))
+    return (f"{type(skeleton).__name__}/{getattr(skeleton, 'kind', '')}({muscles})",
+            tuple(settings))
+
+
+_MUSCLE_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _muscle_id(muscle) -> str:
+    """A digest of a muscle's code, the same on every rank for the same code wherever it is
+    defined (a Python muscle: its syntax tree, no line numbers; the fused muscles of array
+    expressions are named differently by each process), so two muscles on one line differ;
+    a C muscle: where it is made. Cached per muscle."""
+    try:
+        return _MUSCLE_IDS[muscle]
+    except (KeyError, TypeError):
+        pass
+    node = getattr(getattr(muscle, "function", None), "node", None)
+    code = ast.dump(node) if node is not None else getattr(muscle, "origin", repr(muscle))
+    out = f"{zlib.crc32(code.encode()):08x}"
+    with contextlib.suppress(TypeError):      # (not weakly referable: not cached)
+        _MUSCLE_IDS[muscle] = out
+    return out
+
+
+def _shown_settings(settings) -> str:
+    if not settings:
+        return ""
+    words = []
+    for item in settings:
+        if item[0] == "stage":
+            words.append(f"stage {item[1]}:" + _shown_settings(item[2]).strip())
+        else:
+            name, value = item
+            words.append(f"{name}={value}" if isinstance(value, np.dtype) else
+                         f"{name}={value!r}")
+    return " [" + ", ".join(words) + "]"
 
 
 def token(call: Call | None, step: str, detail) -> int:
@@ -67,9 +143,10 @@ def token(call: Call | None, step: str, detail) -> int:
 
 def signature(args, depth: int = 0) -> tuple:
     """What must agree across the ranks among a call's arguments: containers' and arrays'
-    kinds, shapes and dtypes (also inside lists of extras), and at the top level integers
-    (``iterations``), dtypes, names and distributions. Numbers among a muscle's extra
-    arguments are not compared (they may differ by rank, as in any SPMD program)."""
+    kinds, shapes and dtypes (also inside lists of extras), the numbers among the muscle's
+    extra arguments (type and value: ``1``, ``1.0`` and ``np.float32(1)`` give different
+    kernels), and at the top level integers (``iterations``), dtypes, names and
+    distributions."""
     out: list = []
     for x in args:
         if isinstance(x, (type, np.dtype)):                  # an out_dtype
@@ -87,7 +164,24 @@ def signature(args, depth: int = 0) -> tuple:
             out.append(int(x))
         elif depth == 0 and isinstance(x, (str, Distribution)):
             out.append(str(x))
+        elif depth > 0 and isinstance(x, (bool, int, float, complex, np.generic)):
+            out.append(_Number(x))
     return tuple(out)
+
+
+class _Number:
+    """A number among the extras: its repr names its type and value exactly (``nan`` and
+    ``-0.0`` too), the same on every rank for the same number."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        v = self.value
+        return repr(v) if type(v) in (bool, int, float, complex) else \
+            f"{type(v).__name__}({v.item()!r})"
 
 
 def _dtype_name(dt) -> str:
@@ -98,7 +192,8 @@ def _dtype_name(dt) -> str:
 
 
 def _shown(item) -> str:
-    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[1], tuple):
+    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str) \
+            and isinstance(item[1], tuple):             # a container's (kind, shape, dtype)
         cls, shape, dt = item
         return f"{cls}{list(shape)}" + (f" {np.dtype(dt)}" if dt and dt[0] in "<>|=" else
                                         f" {dt}" if dt else "")
@@ -123,10 +218,11 @@ def mismatch(every: np.ndarray, whats: list[str]) -> str:
                 "ranks' copies would differ; here " + "; ".join(doing))
     doing = "; ".join(f"rank {r}: {w}" for r, w in enumerate(whats))
     if len({t >> 32 for t in tokens}) == 1:
-        return ("under MPI every rank makes the same skeleton call with containers of the same "
-                "shapes, dtypes and distributions (and the same iterations and forced launch "
-                "parameters such as k); here the ranks' arguments or the rows they exchange "
-                "differ: " + doing)
+        return ("under MPI every rank makes the same skeleton call: the same settings "
+                "(border, cval, shape, identity, out_dtype...), containers of the same "
+                "shapes, dtypes and distributions, the same numbers among the extra "
+                "arguments, the same iterations and forced launch parameters such as k; "
+                "here the ranks' arguments or the rows they exchange differ: " + doing)
     return ("under MPI every rank makes the same skeleton calls and collective container "
             "operations (construction, to_numpy, redistribute, writes) in the same order; "
             "here the ranks are at different points: " + doing)

@@ -87,6 +87,7 @@ class StoreFile:
         self._queued_rows = 0
         self._flusher: threading.Thread | None = None
         self._busy_warned = False
+        self._full_warned = False
         self._open()
 
     # -- connection -----------------------------------------------------------------------
@@ -252,7 +253,9 @@ class StoreFile:
             if self._queued_rows + rows > QUEUE_MAX_ROWS:
                 self._warn_busy(full=True)
                 return
-            self._queue.append(_Queued(fn, overlay))
+            # (the item keeps its row count: the count of the rows left is the sum over the
+            # items left, whatever the writer has taken off the queue meanwhile)
+            self._queue.append(_Queued(fn, overlay, rows))
             self._queued_rows += rows
             if self._flusher is None:
                 self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
@@ -261,9 +264,12 @@ class StoreFile:
         self._warn_busy()
 
     def _warn_busy(self, full: bool = False) -> None:
-        if self._busy_warned:
+        """One warning that the store is busy, and one more when the queue first drops
+        data (which the first may not have said)."""
+        if (self._full_warned if full else self._busy_warned):
             return
         self._busy_warned = True
+        self._full_warned = self._full_warned or full
         what = ("its queue is full: newer tuning data is dropped" if full else
                 "tuning data is queued and written when it is free (data still queued when "
                 "the process ends is dropped)")
@@ -286,21 +292,30 @@ class StoreFile:
                 except (sqlite3.Error, OSError) as exc:
                     self._degrade(exc)
                     return True
+                except Exception as exc:  # noqa: BLE001 - this write alone is broken
+                    # dropped (with a warning): left first in the queue, it would fail
+                    # again at every drain and hold back every write behind it for good
+                    warnings.warn(f"skelpy: a queued write to the tuning store {self.path} "
+                                  f"failed and is dropped ({type(exc).__name__}: {exc})",
+                                  RuntimeWarning, stacklevel=2)
                 with self._qlock:
                     if self._queue and self._queue[0] is item:
                         self._queue.pop(0)
-                        self._queued_rows = sum(q.rows for q in self._queue)
+                        self._queued_rows -= item.rows
 
     def _flush_loop(self) -> None:
         delay = 0.05
         while True:
             time.sleep(delay)
             try:
-                done = self._drain()
+                self._drain()
+                crashed = False
             except Exception:  # noqa: BLE001 - a background writer must never raise
-                done = True
+                crashed = True
             with self._qlock:
-                if done or not self._queue:
+                # (not "the drain said empty": a write queued since then, which saw this
+                # thread running, would otherwise wait for the next write or flush)
+                if crashed or not self._queue:
                     self._flusher = None
                     return
             delay = min(delay * 2, 2.0)

@@ -10,12 +10,16 @@ mpi_cases.py; not collected by the normal test run (the file name does not start
 
 from __future__ import annotations
 
+import faulthandler
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from mpi4py import MPI
 
 import skelpy as sk
 from skelpy import runtime
+from skelpy.containers.distributions import split
 
 COMM = MPI.COMM_WORLD
 RANK, SIZE = COMM.rank, COMM.size
@@ -162,6 +166,131 @@ def test_ranks_asking_for_different_distributions_raise_on_every_rank():
     raised_everywhere(sk.errors.CollectiveError, lambda: m.redistribute(dist), "redistribute")
     m.redistribute("copy")
     np.testing.assert_array_equal(m.local_numpy(), a)
+    still_together()
+
+
+def scaled(nb, s):
+    return nb[0, 0] * s + 0.25 * (nb[-1, 0] + nb[1, 0])
+
+
+def triple(x):
+    return 3 * x
+
+
+def times(x, s):
+    return x * s
+
+
+def test_a_stencil_with_another_border_or_cval_on_one_rank_raises_on_every_rank():
+    # was: accepted: each rank applied its own border rule at the grid's edge rows it holds
+    # (the first rank the top's, the last the bottom's): a result no single rule gives
+    a = data((13, 4), seed=8)
+    m = sk.Matrix(a)
+    other = sk.Stencil(heat, shape=1, border="reflect" if RANK == LAST else "nearest")
+    raised_everywhere(sk.errors.CollectiveError,
+                      lambda: other(m, iterations=2, params={"k": 1}).to_numpy(),
+                      "border='nearest'", "border='reflect'", "rank 0: Stencil(")
+    const = sk.Stencil(heat, shape=1, border="constant", cval=1.0 if RANK == LAST else 0.0)
+    raised_everywhere(sk.errors.CollectiveError, lambda: const(m).to_numpy(),
+                      "cval=0.0", "cval=1.0")
+    # another declared reach: another halo (the rows exchanged would differ too)
+    wide = sk.Stencil(heat, shape=2 if RANK == LAST else 1, border="nearest")
+    raised_everywhere(sk.errors.CollectiveError, lambda: wide(m, iterations=2).to_numpy(),
+                      "Stencil(")
+    # a cval that no border reads is no difference
+    unread = sk.Stencil(heat, shape=1, border="nearest", cval=float(RANK))
+    np.testing.assert_allclose(unread(m, iterations=2, params={"k": 1}).to_numpy(),
+                               heat_numpy(a, 2), rtol=1e-5, atol=1e-6)
+    still_together()
+
+
+def test_numbers_among_the_extras_that_differ_by_rank_raise_on_every_rank():
+    # was: accepted: a stencil's halo rows are computed for k - 1 steps by both neighbours,
+    # each with its own number, so the result depended on the tuned halo depth k
+    a = data((3 * SIZE + 4, 5), seed=9)
+    m = sk.Matrix(a)
+    step = sk.Stencil(scaled, shape=1, border="nearest")
+    raised_everywhere(sk.errors.CollectiveError,
+                      lambda: step(m, 0.5 + (RANK == LAST), iterations=3).to_numpy(),
+                      "0.5", "1.5", "arguments")
+    out = step(m, np.float32(0.5), iterations=1).to_numpy()      # the same number: fine
+    p = np.pad(a, ((1, 1), (0, 0)), mode="edge")
+    np.testing.assert_allclose(out, a * 0.5 + 0.25 * (p[:-2] + p[2:]), rtol=1e-6)
+    v = sk.Vector(data((11,), seed=10))
+    raised_everywhere(sk.errors.CollectiveError,
+                      lambda: sk.Map(times)(v, 2.0 if RANK == 0 else 3.0).to_numpy(),
+                      "Map(", "2.0", "3.0")
+    still_together()
+
+
+def test_other_muscles_or_settings_of_one_skeleton_kind_raise_on_every_rank():
+    # was: the digest named the skeleton's class only: a Map of another muscle on one rank,
+    # another out_dtype or another Reduce identity, ran and mixed the ranks' results
+    v = sk.Vector(data((9,), seed=11))
+    raised_everywhere(sk.errors.CollectiveError,
+                      lambda: (DOUBLE if RANK == 0 else sk.Map(triple))(v).to_numpy(),
+                      "different points", "(triple)")
+    wider = sk.Map(triple, out_dtype=np.float64 if RANK == LAST else None)
+    raised_everywhere(sk.errors.CollectiveError, lambda: wider(v).to_numpy(),
+                      "out_dtype=float64")
+    add = sk.Reduce(lambda a, b: a + b, identity=1 if RANK == LAST else 0)
+    raised_everywhere(sk.errors.CollectiveError, lambda: add(v), "identity=0", "identity=1")
+    still_together()
+
+
+@contextmanager
+def watchdog(seconds: float = 20):
+    """A hang inside ends this rank with its traceback (mpiexec then ends the others): the
+    test fails instead of stalling the run."""
+    faulthandler.dump_traceback_later(seconds, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def test_local_numpy_of_a_pending_value_on_one_rank_needs_no_other_rank():
+    # was: the pending value was computed by a collective call on the one rank that asked,
+    # which then waited forever for the others
+    rows = 4 * SIZE + 3
+    a, b = data((rows, 5), seed=12), data((rows, 5), seed=13)
+    x = DOUBLE(sk.Matrix(a))                  # block parts on every rank
+    y = sk.Matrix(b)                          # every rank's host copy
+    e = x * 3 + y                             # elementwise: each rank has what its rows read
+    w = np.abs(sk.Vector(np.arange(rows, dtype=np.int32)) - 7)
+    shifted = x[1:] - x[:-1]                  # views (making them read x to every rank)
+    spread = DOUBLE(sk.Vector(data((5,), seed=14)))      # a Vector in blocks over the ranks
+    with sk.lazy():
+        deferred = sk.Map(triple)(x)          # a deferred call: pending too
+    lo, hi = split(rows, SIZE)[RANK]
+    mine = mine_w = mine_s = mine_d = None
+    with watchdog():
+        if RANK == 0:
+            mine = e.local_numpy()
+            mine_d = deferred.local_numpy()
+            with pytest.raises(sk.errors.CollectiveError) as info:
+                (y + spread).local_numpy()    # each row reads the whole Vector: other ranks'
+            message = str(info.value)
+            assert "local_numpy()" in message and "other ranks" in message, message
+            assert "hunt_cases.py" in message                 # the line that asked
+        if RANK == LAST:
+            mine_w = w.local_numpy()
+            mine_s = shifted.local_numpy()
+    assert e.is_pending and w.is_pending      # nothing was kept on one rank only
+    whole = e.to_numpy()
+    np.testing.assert_allclose(whole, 2 * a * 3 + b, rtol=1e-6)
+    if RANK == 0:
+        np.testing.assert_array_equal(mine, whole[lo:hi])       # the same kernel's bits
+        assert mine.shape == (hi - lo, 5) and not mine.flags.writeable
+        np.testing.assert_array_equal(mine_d, deferred.to_numpy()[lo:hi])
+    else:
+        deferred.to_numpy()
+    if RANK == LAST:
+        np.testing.assert_array_equal(mine_w, np.abs(np.arange(rows) - 7)[lo:hi])
+        slo, shi = split(rows - 1, SIZE)[RANK]
+        np.testing.assert_array_equal(mine_s, (2 * a[1:] - 2 * a[:-1])[slo:shi])
+    np.testing.assert_array_equal(e.local_numpy(), whole[lo:hi])  # every rank: the same
+    np.testing.assert_array_equal((y + spread).to_numpy(), b + spread.to_numpy())
     still_together()
 
 
