@@ -273,31 +273,42 @@ def test_packed_default_vector_divides_the_rows():
     rt = runtime.current()
     st_ = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)
     plan = st_.bind(sk.Matrix(np.zeros((8, 64), np.uint8)), ()).plan
-    top = int(plan.space(rt).default["vec"])
-    for cols, widest in ((64, 8), (48, 4), (40, 2), (37, 2), (12, 2)):
-        want = min(top, widest)
-        got = plan.default_for(rt, {"rows": 9.0, "cols": float(cols)})
-        assert got is not None and int(got["vec"]) == want, (cols, got)
-        g = _grid(np.random.default_rng(cols), (9, cols), np.uint8)
-        with sk.tuning("off"):
-            out = st_(g).to_numpy()
-        assert int(st_.last_launch.params["vec"]) == want, (cols, st_.last_launch.params)
-        assert np.array_equal(out, numpy_eval(life, g)), cols
-    # one log2 bucket, two scenarios: a decision for whole 32-byte rows is not reused for rows
-    # of 8-byte vectors (nor the other way round)
-    for cols, want in ((128, min(top, 8)), (124, 2), (128, min(top, 8))):
-        g = _grid(np.random.default_rng(cols), (5, cols), np.uint8)
-        st_(g)
-        assert int(st_.last_launch.params["vec"]) == want, (cols, st_.last_launch.params)
+    space = plan.space(rt)
+    kept = dict(space.default)
+    space.default = dict(kept, vec=8)      # the GPUs' default, on every device
+    try:
+        for cols, want in ((64, 8), (48, 4), (40, 2), (37, 2), (12, 2)):
+            got = plan.default_for(rt, {"rows": 9.0, "cols": float(cols)})
+            assert got is not None and int(got["vec"]) == want, (cols, got)
+            g = _grid(np.random.default_rng(cols), (9, cols), np.uint8)
+            with sk.tuning("off"):
+                out = st_(g).to_numpy()
+            assert int(st_.last_launch.params["vec"]) == want, (cols, st_.last_launch.params)
+            assert np.array_equal(out, numpy_eval(life, g)), cols
+        # one log2 bucket, two scenarios: a decision for whole 32-byte rows is not reused
+        # for rows of 8-byte vectors (nor the other way round)
+        for cols, want in ((128, 8), (124, 2), (128, 8)):
+            g = _grid(np.random.default_rng(cols), (5, cols), np.uint8)
+            with sk.tuning("model"):
+                st_(g)
+            assert int(st_.last_launch.params["vec"]) == want, (cols, st_.last_launch.params)
+    finally:
+        space.default = kept
+    # a per-cell default (CPUs) is no packed one: no vector to fit
+    space.default = dict(kept, vec=1)
+    try:
+        assert plan.default_for(rt, {"rows": 9.0, "cols": 40.0}) is None
+    finally:
+        space.default = kept
     int_plan = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.int32).bind(
         sk.Matrix(np.zeros((8, 64), np.int32)), ()).plan
     assert int_plan.default_for(rt, {"rows": 8.0, "cols": 40.0}) is None
 
 
-def test_packed_plans_default_to_packed_words_on_every_device():
-    """The vector path is the packed one: its default takes 8 words (32 cells) per row of a
-    work-item on GPUs and 4 on CPUs (where vec is otherwise not tuned), and a model that has
-    not measured packed kernels does not override it."""
+def test_packed_plans_default_to_packed_words_on_gpus():
+    """On GPUs the default takes 8 packed words (32 cells) per row of a work-item; CPUs start
+    per cell (PoCL ran Life uint8 faster so at 1024^2 and beyond) and tune ``vec`` (packed)
+    too; a model that has not measured packed kernels does not override the default."""
     from skelpy import runtime
 
     rt = runtime.current()
@@ -305,8 +316,9 @@ def test_packed_plans_default_to_packed_words_on_every_device():
     st_ = sk.Stencil(life, shape=1, border="wrap", out_dtype=np.uint8)
     plan = st_.bind(sk.Matrix(g), ()).plan
     space, _ = plan.make_space(rt)
-    assert space.default["vec"] == (8 if rt.device.kind == "gpu" else 4)
+    assert space.default["vec"] == (8 if rt.device.kind == "gpu" else 1)
     assert space.is_legal(space.default) and not plan.model_known
+    assert set(next(p for p in space.params if p.name == "vec").values) >= {1, 2, 4, 8}
     g = np.ascontiguousarray(np.vstack([g, g[:7]]))   # a size no other test measures
     with sk.tuning("model"):
         got = st_(g).to_numpy()

@@ -302,16 +302,16 @@ def default_point(dev, features: Mapping[str, float], itemsize: int = VECTOR_WOR
     instructions per byte moved, and the 2-byte-wide default spent 30 per cell (ptxas, sm_90)
     where 4 x uchar8 and 2 x uchar16 both spend 15.5; 4 x uchar8 does it in 48 registers
     against 76 (more work-groups per compute unit to hide memory latency)."""
-    if packed:
+    if packed and dev.kind == "gpu":
         # one-byte muscles packed four cells per word (muscle/packed.py): on an H200 4 rows by
         # 32 columns (8 words) per work-item in 4 x 32 groups, the best of 90 points measured
         # at 8192^2 and 16384^2 (Life uint8: 75% / 87% of copy, as the hand-written SWAR
-        # kernel; 16 columns by 2 rows: 70% / 79%); on PoCL 4 rows by 16 columns in 4 x 16
-        # groups, among the best three at 512^2-2048^2. The tuner's model, which has not
-        # measured packed kernels, keeps it (StencilPlan.model_known).
-        if dev.kind == "gpu":
-            return {"wg_r": 4, "wg_c": 32, "cr": 4, "cc": 1, "local": 0, "vec": 8}
-        return {"wg_r": 4, "wg_c": 16, "cr": 4, "cc": 1, "local": 0, "vec": 4}
+        # kernel; 16 columns by 2 rows: 70% / 79%). The tuner's model, which has not measured
+        # packed kernels, keeps it (StencilPlan.model_known). On PoCL (2-core VM, quiet) the
+        # per-cell default below ran Life uint8 in 0.070 / 0.171 / 0.457 ms at 512^2 / 1024^2
+        # / 2048^2 against 0.061 / 0.195 / 0.780 packed (4 rows by 16 columns): CPUs start
+        # per cell, and packed plans tune ``vec`` there too.
+        return {"wg_r": 4, "wg_c": 32, "cr": 4, "cc": 1, "local": 0, "vec": 8}
     reads = float(features.get("reads_dyn", features.get("reads", 0.0)))
     area = ((features.get("north", 0.0) + features.get("south", 0.0) + 1)
             * (features.get("west", 0.0) + features.get("east", 0.0) + 1))
