@@ -238,3 +238,16 @@ UNOPS = {
     "UAdd": (operator.pos, np.positive, "+"),
     "Invert": (operator.invert, np.invert, "~"),
 }
+
+
+def _numpy_where_raises() -> bool:
+    """Whether this NumPy's ``where`` raises for a Python int its result type cannot hold
+    (NumPy 2.5 does; 2.4 converts it as ``astype`` does, wrapping)."""
+    try:
+        np.where(np.ones(1, bool), 1000, np.zeros(1, np.uint8))
+    except OverflowError:
+        return True
+    return False
+
+
+WHERE_RAISES = _numpy_where_raises()

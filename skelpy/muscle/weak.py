@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cnames import c_ident
-from .dtyping import BOOL, FLOAT64, INT64, Ty, fits, result_type
+from .dtyping import BOOL, FLOAT64, INT64, WHERE_RAISES, Ty, fits, result_type
 from .params import Scalar
 from .typed import (
     NO_CONST,
@@ -478,19 +478,6 @@ _RULES = {"BinOp": _rule_BinOp, "UnaryOp": _rule_UnaryOp, "BoolOp": _rule_BoolOp
 
 
 # -- the walk that collects contexts ----------------------------------------------------------
-
-
-def _numpy_where_raises() -> bool:
-    """Whether this NumPy's ``where`` raises for a Python int its result type cannot hold
-    (NumPy 2.5 does; 2.4 converts it as ``astype`` does, wrapping)."""
-    try:
-        np.where(np.ones(1, bool), 1000, np.zeros(1, np.uint8))
-    except OverflowError:
-        return True
-    return False
-
-
-WHERE_RAISES = _numpy_where_raises()
 
 
 def _raises_out_of_bounds(node, note) -> bool:
