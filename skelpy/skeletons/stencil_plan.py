@@ -245,8 +245,8 @@ class StencilPlan(Plan):
             # 1.4x faster for a Gaussian 5x5 yet 1.4x slower for the 5-point stencil, the model
             # shipped for PoCL predates it, and the larger space slowed decisions (0.9 vs 0.55
             # ms).
-            # Packed plans tune it on CPUs too (Life uint8 on PoCL: packed words 3-13x faster
-            # than the per-cell default, 512^2-2048^2).
+            # Packed plans tune it on CPUs too (Life uint8 on PoCL: packed 1.15x faster than
+            # per cell at 512^2, 1.1-1.7x slower at 1024^2-2048^2; they start per cell there).
             Param("vec", PACKED_VEC_VALUES if packed else VEC_VALUES if dev.kind == "gpu"
                   else (1,),
                   doc="columns per work-item read and written as one vector"),
