@@ -210,8 +210,11 @@ def _muscle(draw):
 
 @settings(max_examples=40 if HEAVY else 4, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(case=_muscle(), seed=st.integers(0, 2**16))
-def test_random_muscles_match_numpy(tmp_path_factory, case, seed):
+@given(case=_muscle(), seed=st.integers(0, 2**16),
+       size=st.tuples(st.integers(1, 9), st.integers(1, 70)),
+       point=st.sampled_from([PACKED, PACKED4, PACKED8]),
+       border=st.sampled_from(["wrap", "constant", "nearest", "reflect", "mirror"]))
+def test_random_muscles_match_numpy(tmp_path_factory, case, seed, size, point, border):
     text, kind, signed = case
     d = tmp_path_factory.mktemp("packed")
     path = d / f"m{abs(hash(text)) % 10**8}.py"
@@ -221,13 +224,13 @@ def test_random_muscles_match_numpy(tmp_path_factory, case, seed):
     spec.loader.exec_module(mod)
     dtype = np.int8 if signed else np.uint8
     out = np.bool_ if kind == "bool" else dtype
-    st_ = sk.Stencil(mod.f, shape=2, border="wrap", out_dtype=out)
+    st_ = sk.Stencil(mod.f, shape=2, border=border, cval=5, out_dtype=out)
     assert _packed_source(st_, dtype), text
     rng = np.random.default_rng(seed)
-    g = _grid(rng, (7, 40), dtype)
+    g = _grid(rng, size, dtype)
     with np.errstate(over="ignore"):
-        want = numpy_eval(mod.f, g, "wrap", out_dtype=out)
-    assert np.array_equal(st_(g, params=PACKED).to_numpy(), want), text
+        want = numpy_eval(mod.f, g, border, 5, out_dtype=out)
+    assert np.array_equal(st_(g, params=point).to_numpy(), want), (text, size, point, border)
 
 
 G3 = np.array([0.25, 0.5, 0.25], np.float32)
