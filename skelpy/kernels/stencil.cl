@@ -175,8 +175,9 @@
         }                                                                              \
     }
 
-/* The packed path of the edge groups' work-items where rows are whole vectors of at least two
- * words (cols % SKP_VEC == 0, cols >= 8; a packed muscle reaches at most 4 columns, one word):
+/* The packed path of the edge groups' work-items where rows are whole words, at least two
+ * (cols % 4 == 0, cols >= 8; a packed muscle reaches at most 4 columns, one word), and of every
+ * group's where rows are whole words but not whole vectors:
  * each window row is a matrix row (the border rule folds its index; constant: words of the
  * constant) read as words, and a halo word beyond the first or last column is made from that
  * row's end words by the border rule on bytes: wrap reads the other end's word, nearest repeats
@@ -210,7 +211,11 @@
 #define SKP_PACKED_EDGE_WORDS                                                          \
     {                                                                                  \
         uint pwin[SKP_WIN_R * SKP_PWIN];                                               \
-        const int cw = cols >> 2, wb = min(cb, cols - SKP_VEC) >> 2;                   \
+        /* rows of whole vectors: the own words as one vector (items past the last      \
+         * column read the last one); otherwise word by word, a word past the row's end \
+         * being its halo word (the first; no stored cell reads the others) */          \
+        const bool whole = cols % SKP_VEC == 0;                                        \
+        const int cw = cols >> 2, wb = (whole ? min(cb, cols - SKP_VEC) : cb) >> 2;    \
         _Pragma("unroll")                                                              \
         for (int i = 0; i < SKP_WIN_R; ++i) {                                          \
             const int gr0 = min(rb - SKP_N + i, rows - 1 + SKP_S);                     \
@@ -219,7 +224,16 @@
             const bool cst = SKP_MODE == SKP_MODE_CONSTANT && gr != gr0;               \
             __global const uint* row = (__global const uint*)in + (SKP_IDX_T)gr * cw;  \
             uint* pw = pwin + i * SKP_PWIN;                                            \
-            SKP_PSTORE(*(__global const SKP_PVT*)(row + wb), pw + 1);                  \
+            const uint hi = SKP_HALO_HI(row[cw - 1], row[cw - 2], row[0]);             \
+            if (whole) {                                                               \
+                SKP_PSTORE(*(__global const SKP_PVT*)(row + wb), pw + 1);              \
+            } else {                                                                   \
+                _Pragma("unroll")                                                      \
+                for (int j = 1; j <= SKP_PW; ++j) {                                    \
+                    const uint v = row[min(wb + j - 1, cw - 1)];                       \
+                    pw[j] = wb + j - 1 < cw ? v : wb + j - 1 == cw ? hi : 0u;          \
+                }                                                                      \
+            }                                                                          \
             pw[0] = 0u;                                                                \
             pw[SKP_PW + 1] = 0u;                                                       \
             if (SKP_W > 0) {                                                           \
@@ -228,8 +242,8 @@
             }                                                                          \
             if (SKP_E > 0) {                                                           \
                 const uint inner = row[min(wb + SKP_PW, cw - 1)];                      \
-                pw[SKP_PW + 1] = wb + SKP_PW < cw                                      \
-                    ? inner : SKP_HALO_HI(row[cw - 1], row[cw - 2], row[0]);           \
+                pw[SKP_PW + 1] = wb + SKP_PW < cw ? inner                              \
+                                 : wb + SKP_PW == cw ? hi : 0u;                        \
             }                                                                          \
             _Pragma("unroll")                                                          \
             for (int j = 0; j < SKP_PWIN; ++j)                                         \
@@ -241,8 +255,15 @@
                 break;                                                                 \
             uint res[SKP_PW];                                                          \
             SKP_PACKED_ROW(k, res);                                                    \
-            __global uint* o = (__global uint*)(out + (SKP_IDX_T)(rb + k) * cols + cb); \
-            *(__global SKP_PVT*)o = SKP_PLOAD(res);                                    \
+            __global uint* o = (__global uint*)(out + (SKP_IDX_T)(rb + k) * cols);     \
+            if (whole) {                                                               \
+                *(__global SKP_PVT*)(o + wb) = SKP_PLOAD(res);                         \
+            } else {                                                                   \
+                _Pragma("unroll")                                                      \
+                for (int j = 0; j < SKP_PW; ++j)                                       \
+                    if (wb + j < cw)                                                   \
+                        o[wb + j] = res[j];                                            \
+            }                                                                          \
         }                                                                              \
     }
 
@@ -374,7 +395,7 @@ __kernel void skelpy_stencil(__global SKP_OUT_ST* restrict out,
      * window counts words for them) */
     if (interior && cols % SKP_VEC == 0)
         SKP_PACKED_PATH
-    else if (cols % SKP_VEC == 0 && cols >= 8)
+    else if ((cols & 3) == 0 && cols >= 8)
         SKP_PACKED_EDGE_WORDS
     else
         SKP_PACKED_EDGE_PATH
