@@ -122,9 +122,15 @@ class Exchange:
         moved = self.move(moves, after=after, overlap=True)
         return lambda: moved
 
-    def to_host(self, pieces: Sequence[Piece], host: np.ndarray) -> None:
-        """Fill ``host`` (bytes) from the pieces; blocks until done."""
+    def to_host(self, pieces: Sequence[Piece], host: np.ndarray, source=None) -> None:
+        """Fill ``host`` (bytes) from the pieces (of the parts ``source``, when known);
+        blocks until done."""
         raise NotImplementedError
+
+    def stamp(self):
+        """A name for parts made now, the same on every process that makes them at the same
+        point (None: no process but this one reads them)."""
+        return None
 
     def from_host(self, host: np.ndarray, pieces: Sequence[Piece]) -> None:
         """Copy the pieces of ``host`` (the same array on every process) to the devices."""
@@ -398,7 +404,7 @@ class InProcessExchange(Exchange):
         return receive
 
     # -- host ----------------------------------------------------------------------------------
-    def to_host(self, pieces, host):
+    def to_host(self, pieces, host, source=None):
         events = []
         flat = host.reshape(-1).view(np.uint8)
         for p in pieces:

@@ -73,6 +73,8 @@ class Parts:
         self.parts = list(parts)
         self.halo_valid = halo_valid
         self.ghosts: tuple | None = None     # the border rule the ghost rows now follow
+        ex = group.exchange                  # (under MPI: which parts a read gathers)
+        self.stamp = ex.stamp() if ex is not None else None
 
     @property
     def rows(self) -> int:
@@ -102,7 +104,7 @@ class Parts:
         if host.size:
             rb = self.row_bytes
             pieces = [Piece(self.span(p, p.lo), p.lo * rb, p.rows * rb) for p in self.holders()]
-            self.exchange.to_host(pieces, host.view(storage_dtype(self.dtype)))
+            self.exchange.to_host(pieces, host.view(storage_dtype(self.dtype)), source=self)
         return host
 
     def copy(self) -> Parts:

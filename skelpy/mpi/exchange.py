@@ -29,16 +29,19 @@ what each rank does, instead of exchanging mismatched messages (a hang, or garba
 
 from __future__ import annotations
 
+import atexit
+import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import numpy as np
 import pyopencl as cl
 
 from .. import errors
+from ..array.expression import Where
 from ..distribution.exchange import Exchange, Moved, Span, keep_until_done, value_buffer
-from .status import EXCHANGE, STEPS, Call, describe, mismatch, rebuild, token
+from .status import EXCHANGE, FINISHED, READ, STEPS, Call, describe, mismatch, rebuild, token
 
 __all__ = ["MPIExchange"]
 
@@ -113,7 +116,10 @@ class MPIExchange(Exchange):
         self._closed_at = -1              # the one that closed the current call, if any
         self._calls: list[Call] = []     # the calls this rank is in (nested), innermost last
         self._by_itself: list[str] = []  # the sections of this rank alone (see by_itself)
+        self._made = 0                    # parts made since the last status collective (stamp)
+        self._gone: list[int] = []        # ranks known to have finished their program
         self.stats = {"moves": 0, "bytes": 0, "messages": 0}
+        atexit.register(self.program_finished)
 
     # -- failures ------------------------------------------------------------------------------
     def check(self, failure: BaseException | None = None, *, op: int = EXCHANGE,
@@ -133,6 +139,12 @@ class MPIExchange(Exchange):
         (:meth:`_gathered` reads the values)."""
         if self._by_itself:
             self._alone_error(step)
+        if self._gone:
+            exc = errors.CollectiveError(
+                f"{self._doing(step, detail) if op == EXCHANGE else what} on rank "
+                f"{self.rank} needs ranks {self._gone}, which have finished the program")
+            exc._skelpy_shared = True
+            raise exc
         from_worker = failure is None and self._worker_error is not None
         if from_worker:
             failure, self._worker_error = self._worker_error, None
@@ -143,6 +155,16 @@ class MPIExchange(Exchange):
         every = np.empty((self.size, RECORD), np.int64)
         self.comm.Allgather(mine, every)
         self.collectives += 1
+        self._made = 0
+        finished = every[:, 1] == FINISHED
+        if finished.any() and not finished.all():     # a rank waits for ranks that ended
+            whats = self.comm.allgather(self._doing(step, detail) if op == EXCHANGE else what)
+            self._gone = np.flatnonzero(finished).tolist()
+            exc = errors.CollectiveError(mismatch(every[:, :3], whats))
+            exc._skelpy_shared = True
+            if op == FINISHED:
+                return exc
+            raise exc
         flags = every[:, 0]
         if flags.any():
             first = int(np.flatnonzero(flags)[0])
@@ -160,6 +182,28 @@ class MPIExchange(Exchange):
             exc._skelpy_shared = True
             raise exc
         return every
+
+    def stamp(self) -> tuple[int, int]:
+        """Parts are named by the status collective before them and their order since (the
+        same on every rank: the ranks make the same parts between the same collectives)."""
+        self._made += 1
+        return self.collectives, self._made
+
+    def program_finished(self) -> None:
+        """The exit hook: tell the other ranks that this one's program has ended. Ranks that
+        all end meet here and go (one status collective); a rank still waiting in a
+        collective (a read made on it alone) meets this one's record there and raises
+        :class:`~skelpy.errors.CollectiveError` instead of waiting forever."""
+        if self._gone or self._by_itself or self.MPI.Is_finalized():
+            return
+        with suppress(Exception):             # (its peers still wait for its record)
+            self.finish()
+        try:
+            exc = self.check(op=FINISHED, what="has finished the program")
+        except Exception as failure:  # noqa: BLE001 - a failure of the others: not this rank's
+            exc = failure
+        if exc is not None and not isinstance(exc, np.ndarray):
+            print(f"skelpy (rank {self.rank}, at exit): {exc}", file=sys.stderr, flush=True)
 
     @contextmanager
     def by_itself(self, what: str):
@@ -215,8 +259,8 @@ class MPIExchange(Exchange):
         return ranks, np.ascontiguousarray(values).reshape(-1)
 
     @contextmanager
-    def call(self, label="a collective call", args: tuple = ()):
-        self._calls.append(Call(label, tuple(args)))
+    def call(self, label="a collective call", args: tuple = (), where=None):
+        self._calls.append(Call(label, tuple(args), where))
         self.depth += 1
         try:
             yield
@@ -397,20 +441,25 @@ class MPIExchange(Exchange):
 
     # -- host ------------------------------------------------------------------------------------
     @contextmanager
-    def _alone(self, closes: bool = True):
+    def _alone(self, closes: bool = True, read=None):
         """A collective made outside any skeleton call (``to_numpy``, an upload) as a call of
         its own, so that a failure on one rank reaches the others; with ``closes`` its last
-        collective closes it (nothing after it can fail on one rank: no second one)."""
+        collective closes it (nothing after it can fail on one rank: no second one). ``read``:
+        (parts, shape, the user's line) of a container read (a gather)."""
         if self.depth:
             yield
             return
-        with self.call(None):
+        label, where = None, None
+        if read is not None:
+            parts, shape, where = read
+            label = f"{READ} of shape {list(getattr(parts, 'shape', shape))}"
+        with self.call(label, where=where):
             yield
             if closes:
                 self._closed_at = self.collectives
 
-    def to_host(self, pieces, host):
-        with self._alone():
+    def to_host(self, pieces, host, source=None):
+        with self._alone(read=(source, host.shape, Where("read") if not self.depth else None)):
             flat = host.reshape(-1).view(np.uint8)
             events = []                      # this rank's pieces first (a failure: below)
             for p in pieces:
@@ -423,8 +472,8 @@ class MPIExchange(Exchange):
                                                   is_blocking=False))
             if events:
                 cl.wait_for_events(events)
-            self.check(step="gather", detail=tuple((p.span.rank, p.host_offset, p.nbytes)
-                                                   for p in pieces if p.nbytes))
+            self.check(step="gather", detail=(getattr(source, "stamp", None), tuple(
+                (p.span.rank, p.host_offset, p.nbytes) for p in pieces if p.nbytes)))
             by_rank: dict[int, list] = {}
             for p in pieces:
                 if p.nbytes:

@@ -30,10 +30,16 @@ import numpy as np
 from .. import errors
 from ..containers.distributions import Distribution
 
-__all__ = ["EXCHANGE", "HOST_WRITE", "STEPS", "SETTINGS", "Call", "token", "signature",
-           "identity", "mismatch", "describe", "rebuild"]
+__all__ = ["EXCHANGE", "HOST_WRITE", "FINISHED", "READ", "STEPS", "SETTINGS", "Call", "token",
+           "signature", "identity", "mismatch", "describe", "rebuild"]
 
-EXCHANGE, HOST_WRITE = 0, 1    # what a rank does at a collective (see MPIExchange.check)
+# what a rank does at a collective (see MPIExchange.check); FINISHED: its program has ended
+# (its exit hook), and it makes no collective any more
+EXCHANGE, HOST_WRITE, FINISHED = 0, 1, 2
+READ = "a read of a distributed container"     # a Call's label for a gather outside a call
+COLLECTIVE_READS = ("reads of distributed containers (to_numpy(), x[i], x[a:b], m[r, c]...) "
+                    "are collective: every rank must make them, at the same point "
+                    "of the program (local_numpy() reads this rank's rows alone)")
 # what each step of a call does, as a message names it (MPIExchange.check's ``step``)
 STEPS = {"end": "ending the call", "move": "exchanging rows", "agree": "agreeing on a decision",
          "gather": "gathering a container to every rank (to_numpy)",
@@ -54,10 +60,10 @@ class Call:
     containers' shapes and dtypes, the integer arguments and the numbers among the others)
     go into every status record the call's steps send (:meth:`MPIExchange.check`)."""
 
-    __slots__ = ("label", "args", "kind", "sig", "settings")
+    __slots__ = ("label", "args", "kind", "sig", "settings", "where")
 
-    def __init__(self, label, args: tuple):
-        self.label, self.args = label, args
+    def __init__(self, label, args: tuple, where=None):
+        self.label, self.args, self.where = label, args, where   # where: the user's line
         if isinstance(label, (str, type(None))):
             name, self.settings = label or "", ()
         else:
@@ -72,7 +78,8 @@ class Call:
             getattr(self.label, "origin", type(self.label).__name__)
         shown = signature(self.args)
         return label + _shown_settings(self.settings) + \
-            (" on (" + ", ".join(map(_shown, shown)) + ")" if shown else "")
+            (" on (" + ", ".join(map(_shown, shown)) + ")" if shown else "") + \
+            (f" at {self.where}" if self.where is not None else "")
 
 
 def identity(skeleton) -> tuple[str, tuple]:
@@ -205,6 +212,14 @@ def _shown(item) -> str:
 def mismatch(every: np.ndarray, whats: list[str]) -> str:
     """The message every rank raises when the ranks are not doing the same."""
     ops, tokens = every[:, 1].tolist(), every[:, 2].tolist()
+    reads = COLLECTIVE_READS + "; " if any(READ in w for w in whats) else ""
+    if FINISHED in ops:
+        doing = "; ".join(f"rank {r} " + ("has finished the program" if op == FINISHED else
+                                          f"still waits for it in {whats[r] or 'a collective'}")
+                          for r, op in enumerate(ops))
+        return ("under MPI every rank makes the same skeleton calls and collective container "
+                f"operations; {reads}here some ranks finished the program while others "
+                f"still wait for them in a collective: {doing}")
     if HOST_WRITE in ops:
         doing = []
         for r, (op, token) in enumerate(zip(ops, tokens, strict=True)):
@@ -215,17 +230,21 @@ def mismatch(every: np.ndarray, whats: list[str]) -> str:
                              (f" ({whats[r]})" if whats[r] else ""))
         return ("under MPI a write through a container (v[i] = x, host_edit) is collective: "
                 "every rank makes the same write at the same point of the program, or the "
-                "ranks' copies would differ; here " + "; ".join(doing))
+                "ranks' copies would differ; " + reads + "here " + "; ".join(doing))
     doing = "; ".join(f"rank {r}: {w}" for r, w in enumerate(whats))
+    if all(READ in w for w in whats):
+        return ("under MPI " + reads + "here the ranks read different containers (or other "
+                "parts of one): " + doing)
     if len({t >> 32 for t in tokens}) == 1:
         return ("under MPI every rank makes the same skeleton call: the same settings "
                 "(border, cval, shape, identity, out_dtype...), containers of the same "
                 "shapes, dtypes and distributions, the same numbers among the extra "
                 "arguments, the same iterations and forced launch parameters such as k; "
-                "here the ranks' arguments or the rows they exchange differ: " + doing)
+                "here the ranks' arguments or the rows they exchange differ: " + doing +
+                ("" if not reads else "; " + reads.rstrip("; ")))
     return ("under MPI every rank makes the same skeleton calls and collective container "
             "operations (construction, to_numpy, redistribute, writes) in the same order; "
-            "here the ranks are at different points: " + doing)
+            + reads + "here the ranks are at different points: " + doing)
 
 
 def describe(exc: BaseException) -> tuple:
