@@ -20,7 +20,9 @@ different writes, raise the same :class:`~skelpy.errors.CollectiveError` on ever
 ranks that did not write raise it from their next skeleton call or collective) instead of
 leaving the ranks' copies silently different. ``local_numpy()`` is read-only: writing into it
 raises at once, on the rank that tries, and changes nothing. It is a read of this rank alone,
-also of a pending value (:mod:`.local_view`).
+also of a pending value (:mod:`.local_view`). Reads that gather (``to_numpy()``, ``x[1:]``,
+``v[i]``) are collective: one made on some ranks only raises on every rank
+(:mod:`.exchange`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,10 @@ its containers' shapes and dtypes and its integer arguments, and of the step: wh
 over which layout). Ranks that meet in one status collective while doing different things
 (another skeleton, other shapes, other ``iterations``, one rank a round further, a container
 built on some ranks only) all raise the same :class:`~skelpy.errors.CollectiveError` naming
-what each rank does, instead of exchanging mismatched messages (a hang, or garbage).
+what each rank does, instead of exchanging mismatched messages (a hang, or garbage). A read
+(a gather) names the parts it reads (:meth:`stamp`) and the user's line. A rank whose program
+ends says so in one last status collective (:meth:`program_finished`, an exit hook): ranks
+still waiting in a collective raise instead of waiting for it forever.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import pyopencl as cl
 from .. import errors
 from ..array.expression import Where
 from ..distribution.exchange import Exchange, Moved, Span, keep_until_done, value_buffer
+from .pinned import Pinned, chunks
 from .status import EXCHANGE, FINISHED, READ, STEPS, Call, describe, mismatch, rebuild, token
 
 __all__ = ["MPIExchange"]
@@ -48,33 +52,7 @@ __all__ = ["MPIExchange"]
 STATUS = 4                       # int64 words of a rank's status: failed, op, token, has a value
 VALUE_BYTES = 16                 # a small value riding in the same record (accumulators: <= 8)
 RECORD = STATUS + VALUE_BYTES // 8
-CHUNK = 1 << 30                  # bytes per MPI message (MPI counts are C ints)
 TAGS = 32768                     # MPI promises tags below 32768
-
-
-class _Pinned:
-    """A pinned host buffer, mapped once; ``busy``: events of the copies and messages that
-    still use it."""
-
-    __slots__ = ("buffer", "host", "busy")
-
-    def __init__(self, context, queue, nbytes: int):
-        mf = cl.mem_flags
-        self.buffer = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
-        self.host, _ev = cl.enqueue_map_buffer(queue, self.buffer,
-                                               cl.map_flags.READ | cl.map_flags.WRITE, 0,
-                                               (nbytes,), np.uint8)
-        self.busy: list = []
-
-    def idle(self) -> bool:
-        done = cl.command_execution_status.COMPLETE
-        self.busy = [e for e in self.busy if e.command_execution_status != done]
-        return not self.busy
-
-
-def _chunks(view: np.ndarray):
-    for at in range(0, view.nbytes, CHUNK):
-        yield view[at:at + CHUNK]
 
 
 class MPIExchange(Exchange):
@@ -105,13 +83,13 @@ class MPIExchange(Exchange):
         # new pinned buffers are mapped on a queue of their own (a blocking map behind the
         # copy queue's copies would wait for the kernels they wait for)
         self._map_queue = cl.CommandQueue(self.rt.context, self.rt.device.cl_device)
-        self._pool: list[_Pinned] = []
+        self._pool: list[Pinned] = []
         self._pending: deque[tuple[list, tuple]] = deque()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skelpy-mpi")
         self._jobs: list = []
         self._worker_error: BaseException | None = None
         self.depth = 0                    # nesting of call(): containers built inside are local
-        self._record: _Pinned | None = None   # this rank's status record, pinned (see check)
+        self._record: Pinned | None = None   # this rank's status record, pinned (see check)
         self.collectives = 0              # status collectives so far
         self._closed_at = -1              # the one that closed the current call, if any
         self._calls: list[Call] = []     # the calls this rank is in (nested), innermost last
@@ -136,7 +114,9 @@ class MPIExchange(Exchange):
         Every rank's record is the same size whatever it does, so a rank that failed can meet
         the others in any status collective. ``has_value``: this rank's small value is in its
         record's value bytes (:meth:`_value_bytes`); returns every rank's record, rank order
-        (:meth:`_gathered` reads the values)."""
+        (:meth:`_gathered` reads the values). Ranks that meet ranks whose program has finished
+        (``op`` FINISHED) raise (a finished one gets the error returned), and from then on
+        raise at once."""
         if self._by_itself:
             self._alone_error(step)
         if self._gone:
@@ -243,7 +223,7 @@ class MPIExchange(Exchange):
     def _mine(self) -> np.ndarray:
         """This rank's status record (int64 words), in pinned memory kept for it."""
         if self._record is None:
-            self._record = _Pinned(self.rt.context, self._map_queue, 4096)
+            self._record = Pinned(self.rt.context, self._map_queue, 4096)
         return self._record.host[:RECORD * 8].view(np.int64)
 
     def _value_bytes(self, nbytes: int) -> np.ndarray:
@@ -293,7 +273,7 @@ class MPIExchange(Exchange):
         return self.comm.allgather(value)
 
     # -- pinned staging ------------------------------------------------------------------------
-    def _pinned(self, nbytes: int) -> _Pinned:
+    def _pinned(self, nbytes: int) -> Pinned:
         best = None
         for p in self._pool:
             if p.host.nbytes >= nbytes and p.idle() and (best is None
@@ -301,7 +281,7 @@ class MPIExchange(Exchange):
                 best = p
         if best is None:
             size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
-            best = _Pinned(self.rt.context, self._map_queue, size)
+            best = Pinned(self.rt.context, self._map_queue, size)
             self._pool.append(best)
             idle = [p for p in self._pool if not p.busy and p is not best]
             total = sum(p.host.nbytes for p in idle)
@@ -369,7 +349,7 @@ class MPIExchange(Exchange):
                 at += m.nbytes
                 views.append(view)
                 requests += [self.p2p.Irecv([c, MPI.BYTE], source=m.src.rank, tag=i % TAGS)
-                             for c in _chunks(view)]
+                             for c in chunks(view)]
             for (_i, m), view in zip(recvs, views, strict=True):
                 uploads.append(cl.enqueue_copy(queue, m.dst.buffer, view,
                                                dst_offset=m.dst.offset, is_blocking=False,
@@ -425,7 +405,7 @@ class MPIExchange(Exchange):
             except BaseException as exc:  # noqa: BLE001 - still send: the peers wait for it
                 self._worker_error = exc
             sent = [self.p2p.Isend([c, MPI.BYTE], dest=dest, tag=tag)
-                    for view, dest, tag in outgoing for c in _chunks(view)]
+                    for view, dest, tag in outgoing for c in chunks(view)]
             MPI.Request.Waitall(requests)
             arrived.set_status(complete)      # the uploads go now, not after the sends too
             for q in queues:
@@ -487,7 +467,7 @@ class MPIExchange(Exchange):
                 return
             for p in pieces:                 # large or several pieces: one broadcast each
                 if p.nbytes:
-                    for c in _chunks(flat[p.host_offset:p.host_offset + p.nbytes]):
+                    for c in chunks(flat[p.host_offset:p.host_offset + p.nbytes]):
                         self.comm.Bcast([c, self.MPI.BYTE], root=p.span.rank)
 
     def from_host(self, host, pieces):
@@ -528,12 +508,12 @@ class MPIExchange(Exchange):
                 MPI.Request.Waitall([
                     self.p2p.Isend([c, MPI.BYTE], dest=p.span.rank, tag=i % TAGS)
                     for i, p in enumerate(pieces) if p.nbytes and p.span.rank != me
-                    for c in _chunks(flat[p.host_offset:p.host_offset + p.nbytes])])
+                    for c in chunks(flat[p.host_offset:p.host_offset + p.nbytes])])
             self._in_order(send).result()
         else:
             tags = {id(p): i % TAGS for i, p in enumerate(pieces)}
             MPI.Request.Waitall([self.p2p.Irecv([c, MPI.BYTE], source=root, tag=tags[id(p)])
-                                 for p, buf in inbox for c in _chunks(buf)])
+                                 for p, buf in inbox for c in chunks(buf)])
         events = [cl.enqueue_copy(self.rt.queue, p.span.buffer, buf, dst_offset=p.span.offset,
                                   is_blocking=False) for p, buf in inbox]
         if events:

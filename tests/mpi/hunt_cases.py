@@ -294,6 +294,83 @@ def test_local_numpy_of_a_pending_value_on_one_rank_needs_no_other_rank():
     still_together()
 
 
+# -- a read of a distributed container made on one rank only --------------------------------
+
+
+READS_ARE_COLLECTIVE = "reads of distributed containers (to_numpy(), x[i], x[a:b], m[r, c]...) " \
+    "are collective: every rank must make them"
+
+
+def test_a_read_on_one_rank_raises_on_every_rank_when_the_others_go_on():
+    # was: rank 0's gather waited forever for ranks gone on to another call, or met another
+    # read of the same layout and took that container's rows (v[7] gave w[7], silently)
+    rows = 3 * SIZE + 2
+    a, b = data((rows, 5), seed=15), data((13,), seed=16)
+    m = DOUBLE(sk.Matrix(a))                  # rows in blocks over the ranks: reads gather
+    v = DOUBLE(sk.Vector(b))
+    w = DOUBLE(v)
+
+    def view_or_call():
+        if RANK == 0:
+            m[1:].to_numpy()
+        else:
+            ADD(v)
+
+    def elements():
+        return v[7] if RANK == 0 else w[7]
+
+    def cell_or_whole():
+        return m[2, 3] if RANK == LAST else m.to_numpy()
+
+    with watchdog():
+        message = raised_everywhere(sk.errors.CollectiveError, view_or_call,
+                                    READS_ARE_COLLECTIVE, "rank 0: a read of a distributed "
+                                    f"container of shape [{rows}, 5] at ", "rank 1: Reduce(")
+        line = view_or_call.__code__.co_firstlineno + 2          # the user's line of the read
+        assert f"hunt_cases.py:{line} (read)" in message, message
+        raised_everywhere(sk.errors.CollectiveError, elements, READS_ARE_COLLECTIVE,
+                          "read different containers", "shape [13]")
+        # another part of the same container: one gather of it on every rank, right on each
+        got = cell_or_whole()
+        np.testing.assert_array_equal(got, 2 * a[2, 3] if RANK == LAST else 2 * a)
+    # the same reads on every rank: collective, and right
+    np.testing.assert_array_equal(m[1:].to_numpy(), 2 * a[1:])
+    assert w[7] == 4 * b[7] and v[-1] == 2 * b[-1]
+    assert DOUBLE(m)[rows - 1, 4] == 4 * a[rows - 1, 4]
+    np.testing.assert_array_equal(m.to_numpy(), 2 * a)
+    still_together()
+
+
+def test_a_read_on_one_rank_raises_when_the_other_ranks_finish_the_program(capfd):
+    # was: rank 0 waited forever in its gather for ranks that had ended (in MPI_Finalize).
+    # Here the other ranks call the exit hook themselves (the atexit one does the same;
+    # tests/mpi/run.py ends with the real thing), then all forget it and go on.
+    ex = runtime.current().group.exchange
+    b = data((11,), seed=17)
+    v = DOUBLE(sk.Vector(b))
+    with watchdog():
+        if RANK == 0:
+            with pytest.raises(sk.errors.CollectiveError) as info:
+                v[3]
+            message = str(info.value)
+            for words in (READS_ARE_COLLECTIVE, "rank 1 has finished the program",
+                          "rank 0 still waits for it in a read of a distributed container "
+                          "of shape [11] at ", "hunt_cases.py:"):
+                assert words in message, message
+            with pytest.raises(sk.errors.CollectiveError, match="which have finished"):
+                ADD(v)                        # no rank is there: raised at once
+        else:
+            ex.program_finished()
+            assert "rank 0 still waits for it in a read" in capfd.readouterr().err
+    assert ex._gone == list(range(1, SIZE))       # (every rank knows who has ended)
+    ex._gone = []                             # (only a test goes on after the hook)
+    # every rank ending together: one status collective, nothing said
+    ex.program_finished()
+    assert capfd.readouterr().err == "" and not ex._gone
+    assert v[3] == 2 * b[3]
+    still_together()
+
+
 # -- a failure on one rank in the middle of an exchange ------------------------------------
 
 
