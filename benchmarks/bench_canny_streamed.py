@@ -27,7 +27,7 @@ import pyopencl as cl
 
 import skelpy as sk
 from benchmarks.bench_stencil import G5, gauss5, nms, sobel_mag
-from benchmarks.common import print_table, write_json
+from benchmarks.common import print_table, time_events, write_json
 from skelpy import runtime
 
 SOURCE = r"""
@@ -105,15 +105,6 @@ def kernel_source() -> str:
                      for k in range(5)}
 
 
-def min_kernel_seconds(call, reps: int) -> float:
-    """The least of ``reps`` kernel times ``call()`` returns, after one warm-up call."""
-    call()
-    best = float("inf")
-    for _ in range(reps):
-        best = min(best, call())
-    return best
-
-
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,16 +123,18 @@ def main(argv=None) -> dict:
     seq = stages[0] >> stages[1] >> stages[2]
     ref = seq(m, params={"fuse": 0}).to_numpy()
 
-    def staged() -> float:
-        seq(m, params={"fuse": 0})
-        return seq.last_launch.kernel_time
+    def events(skeleton, **options):
+        """Run one call of ``skeleton`` on ``m``; its kernels' events (for time_events)."""
+        def run():
+            skeleton(m, **options)
+            return skeleton.last_launch.events
+        return run
 
-    rows = [{"run": "staged", "us": min_kernel_seconds(staged, args.reps) * 1e6}]
+    rows = [{"run": "staged",
+             "us": time_events(events(seq, params={"fuse": 0}), reps=args.reps, warmup=1) * 1e6}]
     for name, st in zip(("gauss5", "sobel_mag", "nms"), stages):
-        def one(st=st) -> float:
-            st(m)
-            return st.last_launch.kernel_time
-        rows.append({"run": f"  stage {name}", "us": min_kernel_seconds(one, args.reps) * 1e6})
+        rows.append({"run": f"  stage {name}",
+                     "us": time_events(events(st), reps=args.reps, warmup=1) * 1e6})
     t_staged = rows[0]["us"]
     a = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=img)
     o = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, img.nbytes)
@@ -153,12 +146,9 @@ def main(argv=None) -> dict:
             k = cl.Program(ctx, src).build(options=[f"-DWG={wg}", f"-DRS={rs}"]).canny
             gsize = (-(-n // (wg - 8)) * wg, -(-n // rs))
 
-            def hand(k=k, gsize=gsize, wg=wg) -> float:
-                e = k(q, gsize, (wg, 1), a, o, np.int32(n), np.int32(n))
-                e.wait()
-                return (e.profile.end - e.profile.start) * 1e-9
-
-            t = min_kernel_seconds(hand, args.reps) * 1e6
+            t = time_events(lambda k=k, gsize=gsize, wg=wg: k(q, gsize, (wg, 1), a, o,
+                                                              np.int32(n), np.int32(n)),
+                            reps=args.reps, warmup=1) * 1e6
             got = np.empty_like(img)
             cl.enqueue_copy(q, got, o)
             equal = bool(np.array_equal(got[inner], ref[inner]))

@@ -4,6 +4,9 @@ time is a known function of its parameters (reported through fake profiling even
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import numpy as np
@@ -105,3 +108,28 @@ def DEFAULT_SPACE_SWEEP(kernel_key: str = "kern-a") -> FakeKernel:  # noqa: N802
         out = tuner.execute(make_request(kern, kernel_key=kernel_key))
     np.testing.assert_array_equal(out.result, kern.expected)
     return kern
+
+
+_LOCKER = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN IMMEDIATE")
+if sys.argv[2]:
+    c.execute(sys.argv[2])
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def hold_write_lock(path, sql: str = "") -> Callable[[], None]:
+    """A child process holds the SQLite file ``path``'s write lock (``BEGIN IMMEDIATE``, then
+    ``sql`` if given, then sleeps) until the returned function (idempotent) releases it."""
+    child = subprocess.Popen([sys.executable, "-c", _LOCKER, str(path), sql],
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "locked"
+
+    def release():
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    return release

@@ -2,6 +2,7 @@
 
 - :mod:`.exchange`: the one interface through which parts talk (moves of rows, small
   collectives, host gathers), and its in-process implementation over pinned host memory;
+- :mod:`.pinned`: that pinned memory and its pool (the MPI exchange's too);
 - :mod:`.parts`: a container's data spread over a group, and redistribution;
 - :mod:`.elementwise`, :mod:`.reduce`, :mod:`.scan`, :mod:`.allpairs`, :mod:`.stencil`: each
   skeleton's run on a group.

@@ -42,6 +42,7 @@ import numpy as np
 import pyopencl as cl
 
 from .host_fold import HostFold
+from .pinned import Pinned, PinnedPool
 
 __all__ = ["Span", "Move", "Moved", "Piece", "Exchange", "InProcessExchange", "exchange_of",
            "value_buffer", "keep_until_done"]
@@ -190,29 +191,6 @@ def keep_until_done(pending: deque, events: list, objects: tuple) -> None:
     pending.append((events, objects))
 
 
-class _Pinned:
-    """A pinned host buffer, mapped once; ``busy``: events of copies that still use it."""
-
-    __slots__ = ("buffer", "host", "busy")
-
-    def __init__(self, context: cl.Context, queue: cl.CommandQueue, nbytes: int):
-        mf = cl.mem_flags
-        self.buffer = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
-        self.host, _ev = cl.enqueue_map_buffer(queue, self.buffer,
-                                               cl.map_flags.READ | cl.map_flags.WRITE, 0,
-                                               (nbytes,), np.uint8)
-        self.busy: list = []
-
-    @property
-    def nbytes(self) -> int:
-        return self.host.nbytes
-
-    def idle(self) -> bool:
-        done = cl.command_execution_status.COMPLETE
-        self.busy = [e for e in self.busy if e.command_execution_status != done]
-        return not self.busy
-
-
 STAGING_MAX = 64 << 20    # moves of up to this many bytes keep pinned memory of their own
 STAGINGS_KEPT = 16        # shapes of moves kept
 
@@ -224,7 +202,7 @@ class _Staging:
 
     __slots__ = ("pinned", "views", "last")
 
-    def __init__(self, pinned: _Pinned, remote):
+    def __init__(self, pinned: Pinned, remote):
         self.pinned, self.views, at = pinned, [], 0
         for m in remote:
             self.views.append(pinned.host[at:at + m.nbytes])
@@ -262,36 +240,14 @@ class InProcessExchange(Exchange):
         # new pinned buffers are mapped here: a blocking map on a queue with copies in it
         # would wait for them, and so for the kernels they wait for (a host stall mid-loop)
         self._map_queue = cl.CommandQueue(ctx, group.devices[0].cl_device)
-        self._pool: list[_Pinned] = []
+        self._pool = PinnedPool(ctx, self._map_queue, self.MAX_IDLE_BYTES)
         # (events, objects) that must live until the events complete (pyopencl waits, holding
         # the GIL, for a pending host copy when its event is collected: keep them until they
         # are done), oldest first
         self._pending: deque[tuple[list, tuple]] = deque()
-        self._small: _Pinned | None = None    # the small collectives' values, kept for reuse
+        self._small: Pinned | None = None    # the small collectives' values, kept for reuse
         self._stagings: dict[tuple, _Staging] = {}
         self.stats = {"moves": 0, "bytes": 0}
-
-    # -- pinned staging ----------------------------------------------------------------------
-    def _pinned(self, nbytes: int) -> _Pinned:
-        best = None
-        for p in self._pool:
-            if p.nbytes >= nbytes and p.idle() and (best is None or p.nbytes < best.nbytes):
-                best = p
-        if best is None:
-            size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
-            best = _Pinned(self.group.context, self._map_queue, size)
-            self._pool.append(best)
-            self._trim()
-        return best
-
-    def _trim(self) -> None:
-        idle = [p for p in self._pool if not p.busy]
-        total = sum(p.nbytes for p in idle)
-        for p in sorted(idle, key=lambda p: p.nbytes):
-            if total <= self.MAX_IDLE_BYTES:
-                break
-            self._pool.remove(p)
-            total -= p.nbytes
 
     def _keep(self, events: list, *objects) -> None:
         keep_until_done(self._pending, events, objects)
@@ -322,8 +278,8 @@ class InProcessExchange(Exchange):
         if staging is None:
             total = sum(m.nbytes for m in remote)
             if total > STAGING_MAX:
-                return _Staging(self._pinned(total), remote)
-            staging = _Staging(_Pinned(self.group.context, self._map_queue, max(4096, total)),
+                return _Staging(self._pool.get(total), remote)
+            staging = _Staging(Pinned(self.group.context, self._map_queue, max(4096, total)),
                                remote)
             self._stagings[key] = staging
             while len(self._stagings) > STAGINGS_KEPT:   # (copies in flight keep theirs)
@@ -446,7 +402,7 @@ class InProcessExchange(Exchange):
         ranks = sorted(values)
         need = len(ranks) * nbytes
         if self._small is None or self._small.nbytes < need:
-            self._small = _Pinned(self.group.context, self._map_queue, max(4096, need))
+            self._small = Pinned(self.group.context, self._map_queue, max(4096, need))
         host = self._small.host
         events = []
         for k, r in enumerate(ranks):

@@ -514,14 +514,11 @@ class _Job:
         if self.forced or part.rows < WHOLE_MIN_ROWS or tuner.get_mode() not in ("model", "off"):
             return None
         plan = self.plan
-        dataset = plan.tuning_dataset({"n": float(self.rows * self.cols),
-                                       "rows": float(self.rows), "cols": float(self.cols),
-                                       "dtype_size": float(plan.in_dtype.itemsize)})
-        req = tuner.TuningRequest(
-            skeleton=self.skel.kind, kernel_key=plan.kernel_key, device=rt.device,
-            space=plan.space(rt), features=plan.features, origin=self.skel.origin,
-            model_known=plan.model_known, default=plan.default_for(rt, dataset),
-            dataset=dataset)
+        req = plan.tuning_request(
+            rt, self.skel.kind, {"n": float(self.rows * self.cols), "rows": float(self.rows),
+                                 "cols": float(self.cols),
+                                 "dtype_size": float(plan.in_dtype.itemsize)},
+            self.skel.origin)
         point, _source = tuner.choose_params(req)
         return dict(point)
 

@@ -267,32 +267,25 @@
         }                                                                              \
     }
 
-/* The packed path of every work-item of the other groups (at the matrix's edges, or with
- * rows that are not whole vectors): the window's words that lie inside the matrix are read
- * as words, the others byte by byte through the border rule (clamped to the reach, as the
- * local tile is: bytes beyond it sit in lanes no stored cell reads); stores skip cells
- * outside. All the group's items take it, so a warp never waits for one edge item: with
- * per-cell edge items (3-4 times an interior item's cost) in warps of interior ones, the
- * H200 ran Life uint8 at 54% of copy against 72% without them. */
+/* The packed path of every work-item where rows are not whole words, or narrower than 8
+ * columns (rows of whole words take SKP_PACKED_EDGE_WORDS): the window's words that lie inside
+ * the matrix are read as words, the others byte by byte through the border rule (clamped to
+ * the reach, as the local tile is: bytes beyond it sit in lanes no stored cell reads); stores
+ * skip cells outside. All the group's items take it, so a warp never waits for one edge
+ * item: with per-cell edge items (3-4 times an interior item's cost) in warps of interior
+ * ones, the H200 ran Life uint8 at 54% of copy against 72% without them. */
 #define SKP_PACKED_EDGE_PATH                                                           \
     {                                                                                  \
         uint pwin[SKP_WIN_R * SKP_PWIN];                                               \
-        /* the item's own words of a row: one vector where they lie inside and rows are \
-         * whole vectors, as the interior path reads them */                           \
-        const bool own_in = cb >= 0 && cb + SKP_VEC <= cols && cols % SKP_VEC == 0;   \
         _Pragma("unroll")                                                              \
         for (int i = 0; i < SKP_WIN_R; ++i) {                                          \
             const int gr = min(rb - SKP_N + i, rows - 1 + SKP_S);                      \
             const bool row_in = gr >= 0 && gr < rows;                                  \
             __global const uchar* row =                                                \
                 (__global const uchar*)in + (SKP_IDX_T)max(gr, 0) * cols;              \
-            if (row_in && own_in)                                                      \
-                SKP_PSTORE(*(__global const SKP_PVT*)(row + cb), pwin + i * SKP_PWIN + 1); \
             _Pragma("unroll")                                                          \
             for (int j = 0; j < SKP_PWIN; ++j) {                                       \
                 const int c = cb - 4 + 4 * j;                                          \
-                if (row_in && own_in && j >= 1 && j <= SKP_PW)                         \
-                    continue;                                                          \
                 uint wv = 0u;                                                          \
                 if (row_in && c >= 0 && c + 4 <= cols) {                               \
                     wv = (cols & 3) == 0 ? *(__global const uint*)(row + c)            \
@@ -315,10 +308,6 @@
             __global uchar* o = (__global uchar*)out + (SKP_IDX_T)(rb + k) * cols;     \
             uint res[SKP_PW];                                                          \
             SKP_PACKED_ROW(k, res);                                                    \
-            if (own_in) {                                                              \
-                *(__global SKP_PVT*)(o + cb) = SKP_PLOAD(res);                         \
-                continue;                                                              \
-            }                                                                          \
             _Pragma("unroll")                                                          \
             for (int j = 0; j < SKP_PW; ++j) {                                         \
                 const int c = cb + 4 * j;                                              \

@@ -44,7 +44,7 @@ import pyopencl as cl
 from .. import errors
 from ..array.expression import Where
 from ..distribution.exchange import Exchange, Moved, Span, keep_until_done, value_buffer
-from .pinned import Pinned, chunks
+from ..distribution.pinned import Pinned, PinnedPool
 from .status import EXCHANGE, FINISHED, READ, STEPS, Call, describe, mismatch, rebuild, token
 
 __all__ = ["MPIExchange"]
@@ -53,6 +53,15 @@ STATUS = 4                       # int64 words of a rank's status: failed, op, t
 VALUE_BYTES = 16                 # a small value riding in the same record (accumulators: <= 8)
 RECORD = STATUS + VALUE_BYTES // 8
 TAGS = 32768                     # MPI promises tags below 32768
+
+
+CHUNK = 1 << 30                  # bytes per MPI message (MPI counts are C ints)
+
+
+def chunks(view: np.ndarray):
+    """``view`` in messages MPI can count (at most CHUNK bytes each)."""
+    for at in range(0, view.nbytes, CHUNK):
+        yield view[at:at + CHUNK]
 
 
 class MPIExchange(Exchange):
@@ -83,7 +92,7 @@ class MPIExchange(Exchange):
         # new pinned buffers are mapped on a queue of their own (a blocking map behind the
         # copy queue's copies would wait for the kernels they wait for)
         self._map_queue = cl.CommandQueue(self.rt.context, self.rt.device.cl_device)
-        self._pool: list[Pinned] = []
+        self._pool = PinnedPool(self.rt.context, self._map_queue, self.MAX_IDLE_BYTES)
         self._pending: deque[tuple[list, tuple]] = deque()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skelpy-mpi")
         self._jobs: list = []
@@ -272,26 +281,6 @@ class MPIExchange(Exchange):
         self.check(step=step)
         return self.comm.allgather(value)
 
-    # -- pinned staging ------------------------------------------------------------------------
-    def _pinned(self, nbytes: int) -> Pinned:
-        best = None
-        for p in self._pool:
-            if p.host.nbytes >= nbytes and p.idle() and (best is None
-                                                        or p.host.nbytes < best.host.nbytes):
-                best = p
-        if best is None:
-            size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
-            best = Pinned(self.rt.context, self._map_queue, size)
-            self._pool.append(best)
-            idle = [p for p in self._pool if not p.busy and p is not best]
-            total = sum(p.host.nbytes for p in idle)
-            for p in sorted(idle, key=lambda p: p.host.nbytes):
-                if total <= self.MAX_IDLE_BYTES:
-                    break
-                self._pool.remove(p)
-                total -= p.host.nbytes
-        return best
-
     def _keep(self, events: list, *objects) -> None:
         keep_until_done(self._pending, events, objects)
 
@@ -325,7 +314,7 @@ class MPIExchange(Exchange):
         if sends or recvs:
             arrived = cl.UserEvent(rt.context)
             done = cl.UserEvent(rt.context)
-            staging = self._pinned(sum(m.nbytes for _, m in sends + recvs))
+            staging = self._pool.get(sum(m.nbytes for _, m in sends + recvs))
             queue = self.copy_queue if overlap else rt.queue
             at = 0
             for i, m in sends:              # device -> pinned, after the rows are computed

@@ -210,12 +210,7 @@ class Skeleton:
         forced = self._check_params_arg(params)
         if forced is not None:
             plan.check_forced(rt, forced)
-        dataset = plan.tuning_dataset(dataset)
-        req = tuner.TuningRequest(
-            skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
-            space=plan.space(rt), dataset=dataset, features=plan.features, forced=forced,
-            origin=self.origin, model_known=plan.model_known,
-            default=plan.default_for(rt, dataset))
+        req = plan.tuning_request(rt, self.kind, dataset, self.origin, forced)
         point, _source = tuner.choose_params(req)
         return plan.program_text(rt, point)
 
@@ -287,13 +282,8 @@ class Skeleton:
                    run: Callable) -> tuner.Outcome:
         if params is not None:
             plan.check_forced(rt, params)
-        dataset = plan.tuning_dataset(dataset)
-        req = tuner.TuningRequest(
-            skeleton=self.kind, kernel_key=plan.kernel_key, device=rt.device,
-            space=plan.space(rt), dataset=dataset, features=plan.features,
-            forced=params, run=run, origin=self.origin,
-            prepare=lambda points: plan.prebuild(rt, points), model_known=plan.model_known,
-            default=plan.default_for(rt, dataset))
+        req = plan.tuning_request(rt, self.kind, dataset, self.origin, params, run=run,
+                                  prepare=lambda points: plan.prebuild(rt, points))
         try:
             if DEBUG.on and plan.checked:
                 # debug kernels are slower on purpose: never measured, never in the store

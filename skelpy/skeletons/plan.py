@@ -23,6 +23,7 @@ import pyopencl as cl
 
 from .. import runtime as _rt
 from ..errors import DeviceError
+from ..tuner.request import TuningRequest
 from ..tuner.space import ParamSpace
 from .kernel_source import KernelSource
 from .limits import Legality, check_forced
@@ -79,6 +80,18 @@ class Plan:
         """The data description the tuner keys scenarios by: ``dataset`` and whatever else
         :meth:`default_for` depends on (sizes alone are bucketed by log2)."""
         return dataset
+
+    def tuning_request(self, rt: _rt.Runtime, skeleton: str, dataset: dict, origin: str,
+                       forced: Mapping | None = None, **more) -> TuningRequest:
+        """The tuner's request for a call of this plan on ``rt`` (``more``: ``run``,
+        ``prepare``): the data keyed as :meth:`tuning_dataset` says, with the plan's default
+        for that data and whether the model knows kernels of its kind."""
+        dataset = self.tuning_dataset(dataset)
+        return TuningRequest(
+            skeleton=skeleton, kernel_key=self.kernel_key, device=rt.device,
+            space=self.space(rt), dataset=dataset, features=self.features, forced=forced,
+            origin=origin, model_known=self.model_known,
+            default=self.default_for(rt, dataset), **more)
 
     # -- what subclasses say -------------------------------------------------------------------
     def macros(self, point: Mapping) -> tuple[str, ...]:

@@ -130,7 +130,8 @@ class StencilPlan(Plan):
         vec, cols = int(d["vec"]), int(dataset.get("cols", 0))
         if vec < 2 or cols <= 0:
             return None
-        while vec > 2 and cols % vector_columns({"vec": vec}, self.tile_itemsize):
+        align = _row_bytes_align(cols)
+        while vec > 2 and vector_columns({"vec": vec}, self.tile_itemsize) > align:
             vec //= 2
         d["vec"] = vec
         return d if space.is_legal(d) else None
@@ -140,11 +141,7 @@ class StencilPlan(Plan):
         8192 x 8190, one log2 bucket, are different scenarios (see :meth:`default_for`)."""
         if not self.packed:
             return dataset
-        cols = int(dataset.get("cols", 0))
-        align = 32
-        while align > 1 and cols % align:
-            align //= 2
-        return dict(dataset, col_align=float(align))
+        return dict(dataset, col_align=float(_row_bytes_align(int(dataset.get("cols", 0)))))
 
     def macros(self, point: Mapping) -> tuple[str, ...]:
         return (f"-DSKP_LOCAL={int(point['local'])}", f"-DSKP_CR={int(point['cr'])}",
@@ -258,6 +255,15 @@ class StencilPlan(Plan):
             if nearest is not None:
                 space.default = nearest
         return space, rules
+
+
+def _row_bytes_align(cols: int) -> int:
+    """The largest power of two up to 32 (a packed plan's widest vector, in bytes) that
+    divides a row of ``cols`` one-byte cells."""
+    align = 32
+    while align > 1 and cols % align:
+        align //= 2
+    return align
 
 
 def window_elements(shape: Shape, point: Mapping, itemsize: int = VECTOR_WORD,

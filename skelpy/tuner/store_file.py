@@ -60,6 +60,17 @@ def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
 
 
+@contextlib.contextmanager
+def _busy_raised():
+    """A lock held by another process, inside, raised as :class:`_Busy`."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if _is_busy(exc):
+            raise _Busy(str(exc)) from exc
+        raise
+
+
 class StoreFile:
     """One SQLite tuning database file (or its in-memory stand-in after a failure).
 
@@ -125,15 +136,11 @@ class StoreFile:
     def _create_tables(self, conn: sqlite3.Connection) -> None:
         """Create our tables in an empty file: WAL first, then one transaction that checks
         again, under the lock, that the file is still empty (never into a foreign file)."""
-        try:
+        with _busy_raised():
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise sqlite3.OperationalError(f"cannot switch to WAL mode (got {mode})")
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise _Busy(str(exc)) from exc
-            raise
         try:
             assert self.path is not None
             kind, why = inspect_file(self.path, READ_WAIT_S)
@@ -209,12 +216,8 @@ class StoreFile:
         conn = self._conn("w")
         if not self._ready:
             self._create_tables(conn)
-        try:
+        with _busy_raised():
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise _Busy(str(exc)) from exc
-            raise
         try:
             out = fn(conn)
             conn.execute("COMMIT")

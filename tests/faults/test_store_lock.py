@@ -5,26 +5,15 @@ queued (one warning) and land once the lock is free."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 import time
 import warnings
 
 import numpy as np
 import pytest
-from test_tuner_support import FakeKernel, cache_dir, make_request  # noqa: F401
+from test_tuner_support import FakeKernel, cache_dir, hold_write_lock, make_request  # noqa: F401
 
 from skelpy import tuner
 from skelpy.tuner import store as tstore
-
-LOCKER = """
-import sqlite3, sys, time
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN IMMEDIATE")
-c.execute("INSERT OR REPLACE INTO meta VALUES ('locker', 'holding the write lock')")
-print("locked", flush=True)
-time.sleep(120)
-"""
 
 
 @pytest.fixture
@@ -34,14 +23,9 @@ def locked(cache_dir):  # noqa: F811
     tstore.get_store().record_measurement(
         tstore.ScenarioRecord("other", "dev", {}, "k", "map", {}, {"n": 1.0}), {"wg": 1}, 1e-3)
     tstore.reset_store()
-    child = subprocess.Popen([sys.executable, "-c", LOCKER, str(cache_dir / tstore.DB_NAME)],
-                             stdout=subprocess.PIPE, text=True)
-    assert child.stdout.readline().strip() == "locked"
-
-    def release():
-        if child.poll() is None:
-            child.kill()
-            child.wait(10)
+    release = hold_write_lock(
+        cache_dir / tstore.DB_NAME,
+        "INSERT OR REPLACE INTO meta VALUES ('locker', 'holding the write lock')")
     yield release
     release()
 

@@ -6,38 +6,22 @@ that fails, and after the queue is dropped; a failed write never blocks those be
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import warnings
 
 import pytest
+from test_tuner_support import hold_write_lock
 
 from skelpy.tuner import store_file
 from skelpy.tuner.store_file import StoreFile
-
-LOCKER = """
-import sqlite3, sys, time
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-time.sleep(120)
-"""
 
 
 @pytest.fixture
 def held(tmp_path):
     """A store file whose write lock a child process holds; yields (store, release)."""
     sf = StoreFile(tmp_path)
-    child = subprocess.Popen([sys.executable, "-c", LOCKER, str(sf.path)],
-                             stdout=subprocess.PIPE, text=True)
-    assert child.stdout.readline().strip() == "locked"
-
-    def release():
-        if child.poll() is None:
-            child.kill()
-            child.wait(10)
+    release = hold_write_lock(sf.path)
     yield sf, release
     release()
     sf.close()
